@@ -209,7 +209,20 @@ type Server struct {
 	calls atomic.Int64
 	// now is the sessions cap's clock (time.Now; a test's own).
 	now func() time.Time
+	// cutCalls cancels the contexts of Start's tool calls (Stop).
+	cutCalls context.CancelCauseFunc
 }
+
+// errStopping is the cause of the context of a tool call cut because the
+// server is stopping: stdio's ServeIO context done, or Stop past its
+// deadline.
+var errStopping = errors.New("the MCP server is stopping")
+
+// stopGrace bounds how long a stopped stdio session waits for the answers
+// to the calls it cut (each returns as its context ends) before it ends:
+// past it, with a call that does not return or a client that does not read
+// its answers, they are dropped.
+const stopGrace = 5 * time.Second
 
 // New checks cfg and returns a server; nothing connects until ServeStdio
 // or Start.
@@ -231,20 +244,52 @@ func (s *Server) ServeStdio(ctx context.Context) error {
 // MCP's stdio transport) for Config.User, until in ends or ctx is done.
 // When in ends, the requests read before it are answered first (within
 // Config.Timeout and 10 s more), so a client may write its requests and
-// close its end at once.
+// close its end at once. When ctx is done, the calls in flight (and any
+// read after) are cut: their contexts are cancelled and each is answered
+// with a tool error saying the server is stopping (within stopGrace, 5 s;
+// past it the answers still due are dropped), and ServeIO returns nil. in
+// is closed then if it is an io.Closer.
 func (s *Server) ServeIO(ctx context.Context, in io.Reader, out io.Writer) error {
 	if s.cfg.User == "" {
 		return errors.New("agenttools: Config.User is required over stdio")
 	}
 	user := s.cfg.User
-	srv := s.newMCPServer(func(*mcp.RequestExtra) (string, error) { return user, nil })
+	cut, cutCalls := context.WithCancelCause(context.Background())
+	defer cutCalls(errStopping)
+	srv := s.newMCPServer(func(*mcp.RequestExtra) (string, error) { return user, nil }, cut)
 	s.cfg.Logger.Info("mcp serving on stdio", "user_token", events.UserToken(user))
-	rw := newAnswered(ctx, in, out, s.cfg.Timeout+10*time.Second)
-	err := srv.Run(ctx, &mcp.IOTransport{Reader: rw, Writer: rw})
-	if err != nil && ctx.Err() != nil {
-		return nil // stopped by the caller
+	rw := newAnswered(in, out, s.cfg.Timeout+10*time.Second)
+	// The session is not given ctx: the SDK's stop closes the session at
+	// once, which waits for the calls in flight without cancelling them
+	// (a SIGTERM waited out a call's whole --timeout) and then drops their
+	// answers. It ends once the calls ctx cuts are answered.
+	run, endRun := context.WithCancel(context.Background())
+	defer endRun()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		select {
+		case <-run.Done():
+			return // the input ended
+		case <-ctx.Done():
+		}
+		s.cfg.Logger.Info("mcp stopping: cutting the calls in flight", "requests_unanswered", rw.unanswered())
+		cutCalls(errStopping)
+		grace, cancel := context.WithTimeout(run, stopGrace)
+		defer cancel()
+		rw.settle(grace)
+		endRun()
+	}()
+	err := srv.Run(run, &mcp.IOTransport{Reader: rw, Writer: rw})
+	endRun()
+	<-stopped
+	if ctx.Err() == nil {
+		return err
 	}
-	return err
+	if n := rw.unanswered(); n > 0 {
+		s.cfg.Logger.Warn("mcp stopped with requests unanswered", "requests", n)
+	}
+	return nil // stopped by the caller
 }
 
 // Handler returns the streamable HTTP handler: every request needs an
@@ -253,12 +298,13 @@ func (s *Server) ServeIO(ctx context.Context, in io.Reader, out io.Writer) error
 // acts for that key's user only (the SDK refuses a session id presented
 // with another user's key).
 func (s *Server) Handler() (http.Handler, error) {
-	h, _, err := s.handler()
+	h, _, err := s.handler(context.Background())
 	return h, err
 }
 
-// handler is Handler, with the MCP server whose sessions it serves.
-func (s *Server) handler() (http.Handler, *mcp.Server, error) {
+// handler is Handler, with the MCP server whose sessions it serves; the
+// tool calls' contexts end when cut does.
+func (s *Server) handler(cut context.Context) (http.Handler, *mcp.Server, error) {
 	if s.cfg.Keys == nil {
 		return nil, nil, errors.New("agenttools: Config.Keys is required over HTTP")
 	}
@@ -268,7 +314,7 @@ func (s *Server) handler() (http.Handler, *mcp.Server, error) {
 			return "", errors.New("request is not authenticated")
 		}
 		return extra.TokenInfo.UserID, nil
-	})
+	}, cut)
 	keys := s.cfg.Keys
 	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 		user, ok := keys.Lookup(token)
@@ -333,14 +379,18 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.cfg.Listen == "" {
 		return errors.New("agenttools: Config.Listen is required over HTTP")
 	}
-	h, sessions, err := s.handler()
+	cut, cutCalls := context.WithCancelCause(context.Background())
+	h, sessions, err := s.handler(cut)
 	if err != nil {
+		cutCalls(nil)
 		return err
 	}
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", s.cfg.Listen)
 	if err != nil {
+		cutCalls(nil)
 		return fmt.Errorf("agenttools: listen on %s: %w", s.cfg.Listen, err)
 	}
+	s.cutCalls = cutCalls
 	s.addr = ln.Addr().String()
 	s.sessions = sessions
 	// An agent's session holds a GET stream open for as long as it lives
@@ -368,18 +418,25 @@ func (s *Server) Done() <-chan error { return s.done }
 
 // Stop stops the HTTP server: it ends the sessions' GET streams and waits
 // for the tool calls in flight until ctx is done, then cuts those still
-// running (their connections are closed, which cancels their contexts).
+// running (their contexts are cancelled, and their connections closed).
 // Then it closes every session: a session lives on its own, beyond its
 // requests, until it is deleted or idle for Config.SessionTimeout, and a
 // stopped server's would have lived that long (a process embedding the
-// server and starting another kept them all).
+// server and starting another kept them all). A call still running in a
+// session whose request is gone (its client went away) is cut then too.
 func (s *Server) Stop(ctx context.Context) error {
 	if s.http == nil {
 		return nil
 	}
 	defer endSessions(s.sessions, nil)
+	// Before the sessions close, which waits for their calls: a call runs
+	// in its session, and neither closing its connection nor the session
+	// cancels it (a stop past --shutdown-timeout waited out the call's
+	// --timeout).
+	defer s.cutCalls(errStopping)
 	if err := s.http.Shutdown(ctx); err != nil {
 		n := s.calls.Load()
+		s.cutCalls(errStopping)
 		_ = s.http.Close()
 		return fmt.Errorf("agenttools: stop: %d %w: %w", n, ErrCallsCut, err)
 	}

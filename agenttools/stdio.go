@@ -17,7 +17,7 @@ import (
 // a session when its input ends and drops the requests it has read but not
 // answered, so a client that wrote its requests and closed stdin (a script,
 // `printf … | memoryd mcp`) got only some of its answers. The wait is
-// bounded by limit, and ends with ctx.
+// bounded by limit, and ends when the session closes.
 //
 // It also answers, itself, an input line that is no JSON-RPC message (not
 // JSON: -32700; JSON without "jsonrpc": "2.0", or that the SDK cannot read
@@ -27,7 +27,6 @@ import (
 // empty and the process exiting 1). MCP's stdio framing is one message a
 // line.
 type answered struct {
-	ctx   context.Context
 	in    io.Reader
 	out   io.Writer
 	limit time.Duration
@@ -53,6 +52,7 @@ type answered struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	closed    chan struct{} // closed by Close
 }
 
 // maxCheckedLine bounds the input line answered holds to check: the SDK's
@@ -60,9 +60,9 @@ type answered struct {
 // passed on unchecked, and the SDK ends the session as it would.
 const maxCheckedLine = mcp.DefaultMaxLineLength
 
-func newAnswered(ctx context.Context, in io.Reader, out io.Writer, limit time.Duration) *answered {
-	return &answered{ctx: ctx, in: in, out: out, limit: limit, pending: map[string]bool{}, changed: make(chan struct{}),
-		buf: make([]byte, 32<<10), filter: true}
+func newAnswered(in io.Reader, out io.Writer, limit time.Duration) *answered {
+	return &answered{in: in, out: out, limit: limit, pending: map[string]bool{}, changed: make(chan struct{}),
+		buf: make([]byte, 32<<10), filter: true, closed: make(chan struct{})}
 }
 
 func (a *answered) Read(p []byte) (int, error) {
@@ -205,25 +205,42 @@ type rpcErrorResponse struct {
 	} `json:"error"`
 }
 
-// drain waits until every request read is answered, then returns io.EOF.
+// drain waits until every request read is answered, then returns io.EOF:
+// within limit, or until the session closes. A stop (ServeIO's context
+// done) does not end it: ServeIO closes the session once the calls it cut
+// are answered, which the SDK drops once it has seen the input's end.
 func (a *answered) drain() error {
-	timer := time.NewTimer(a.limit)
-	defer timer.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), a.limit)
+	defer cancel()
+	a.settle(ctx)
+	return io.EOF
+}
+
+// settle waits until every request read is answered, ctx is done or the
+// session is closed, and reports whether every request was answered.
+func (a *answered) settle(ctx context.Context) bool {
 	for {
 		a.mu.Lock()
 		left, changed := len(a.pending), a.changed
 		a.mu.Unlock()
 		if left == 0 {
-			return io.EOF
+			return true
 		}
 		select {
 		case <-changed:
-		case <-timer.C:
-			return io.EOF
-		case <-a.ctx.Done():
-			return io.EOF
+		case <-ctx.Done():
+			return false
+		case <-a.closed:
+			return false
 		}
 	}
+}
+
+// unanswered counts the requests read and not yet answered.
+func (a *answered) unanswered() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.pending)
 }
 
 func (a *answered) Write(p []byte) (int, error) {
@@ -247,6 +264,7 @@ func (a *answered) Write(p []byte) (int, error) {
 // The output is left to its owner.
 func (a *answered) Close() error {
 	a.closeOnce.Do(func() {
+		close(a.closed)
 		if c, ok := a.in.(io.Closer); ok {
 			a.closeErr = c.Close()
 		}

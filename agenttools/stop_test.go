@@ -1,7 +1,10 @@
 package agenttools_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -10,8 +13,10 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
 
 	"github.com/memoryd/memoryd/agenttools"
+	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/events/eventstest"
 )
 
@@ -108,5 +113,149 @@ func TestStdioStopIsNoError(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), `"level":"ERROR"`) {
 		t.Fatalf("a stop by the caller logged an error:\n%s", logs.String())
+	}
+}
+
+// heldMemoryd is a memoryd that receives alice's list_facts requests and
+// never answers them (hung, or stuck on its database): it returns a client
+// of it and a channel that receives a value as each request arrives.
+func heldMemoryd(t *testing.T) (*events.Client, <-chan struct{}) {
+	t.Helper()
+	nc := eventstest.Conn(t)
+	prefix, _ := eventstest.Names(t, nc)
+	c := events.NewClient(nc, prefix)
+	held := make(chan struct{}, 16)
+	if _, err := nc.Subscribe(c.Subject("facts.list", "alice"), func(*nats.Msg) { held <- struct{}{} }); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return c, held
+}
+
+// waitHeld waits for the held memoryd to receive a request.
+func waitHeld(t *testing.T, held <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the tool call did not reach memoryd")
+	}
+}
+
+// TestStdioStopCutsTheCallInFlight: a stop (memoryd mcp's SIGTERM) while
+// a tool call waits on memoryd cancels the call, answers it with a tool
+// error saying so, logs it, and ServeIO returns nil. Before, the SDK's
+// stop closed the session, which waited for the call to run out its
+// Timeout (--timeout; here an hour) and then dropped its answer.
+func TestStdioStopCutsTheCallInFlight(t *testing.T) {
+	t.Parallel()
+	client, held := heldMemoryd(t)
+	var logs eventstest.SyncBuffer
+	srv, err := agenttools.New(agenttools.Config{Client: client, User: "alice", Timeout: time.Hour,
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, feed := io.Pipe()
+	defer feed.Close()
+	outR, outW := io.Pipe()
+	defer outR.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		err := srv.ServeIO(ctx, in, outW)
+		outW.Close()
+		done <- err
+	}()
+	lines := make(chan string, 8)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	// The client keeps its end open: an agent that is still there.
+	if _, err := feed.Write([]byte(stdioInitialize + "\n" + stdioInitialized + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_facts","arguments":{}}}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	waitHeld(t, held)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("ServeIO stopped by its caller: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("ServeIO still running a minute after its stop: the call in flight held it (its Timeout is an hour)\n%s", logs.String())
+	}
+	var answer string
+	for l := range lines {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Result struct {
+				IsError bool `json:"isError"`
+				Content []struct{ Text string }
+			}
+		}
+		if json.Unmarshal([]byte(l), &m) == nil && string(m.ID) == "2" && m.Result.IsError && len(m.Result.Content) > 0 {
+			answer = m.Result.Content[0].Text
+		}
+	}
+	if !strings.Contains(answer, "stopping") {
+		t.Errorf("the cut call's answer %q; want a tool error saying the server is stopping", answer)
+	}
+	if !strings.Contains(logs.String(), `"msg":"mcp tool call cut by the stop","tool":"list_facts"`) {
+		t.Errorf("the cut call was not logged:\n%s", logs.String())
+	}
+}
+
+// TestStopCutsTheCallInFlight: Stop past its deadline cancels a tool call
+// still waiting on memoryd, logs it and returns ErrCallsCut. Before, it
+// cut the call's connection, but the call ran on in its session, and
+// closing the sessions waited for it to run out its Timeout: memoryd mcp
+// --listen exited --timeout after SIGTERM, not --shutdown-timeout.
+func TestStopCutsTheCallInFlight(t *testing.T) {
+	t.Parallel()
+	client, held := heldMemoryd(t)
+	var logs eventstest.SyncBuffer
+	srv, err := agenttools.New(agenttools.Config{Client: client, Keys: keys{"alice-key": "alice"},
+		Listen: "127.0.0.1:0", Timeout: time.Hour, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := mustConnect(t, "http://"+srv.Addr()+"/", "alice-key")
+	callCtx, endCall := context.WithCancel(context.Background())
+	defer endCall()
+	called := make(chan struct{})
+	go func() {
+		defer close(called)
+		_, _ = s.CallTool(callCtx, &mcp.CallToolParams{Name: "list_facts", Arguments: map[string]any{}})
+	}()
+	defer func() { endCall(); <-called }()
+	waitHeld(t, held)
+
+	// Its deadline already past: Stop cuts the call at once.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- srv.Stop(ctx) }()
+	select {
+	case err := <-stopped:
+		if !errors.Is(err, agenttools.ErrCallsCut) {
+			t.Fatalf("Stop past its deadline with a call in flight: %v; want ErrCallsCut", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("Stop still running a minute after its deadline: the call in flight held it (its Timeout is an hour)\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), `"msg":"mcp tool call cut by the stop","tool":"list_facts"`) {
+		t.Errorf("the cut call was not logged:\n%s", logs.String())
 	}
 }

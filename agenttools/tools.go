@@ -169,15 +169,15 @@ func readOnly() *mcp.ToolAnnotations {
 }
 
 // newMCPServer returns an MCP server whose tools act for the user who
-// returns.
-func (s *Server) newMCPServer(who identity) *mcp.Server {
+// returns, and whose requests' contexts end when cut does.
+func (s *Server) newMCPServer(who identity, cut context.Context) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "memoryd", Version: s.cfg.Version}, &mcp.ServerOptions{
 		Logger: slog.New(warnings{s.cfg.Logger.Handler()}),
 		Instructions: "Long-term memory about the user you are talking with. Call search_memory before answering " +
 			"anything that may depend on what the user told you before; call set_fact for a durable fact about the " +
 			"user (name, location, preferences) and store_memory for anything else worth recalling later.",
 	})
-	srv.AddReceivingMiddleware(nullIsAbsent)
+	srv.AddReceivingMiddleware(nullIsAbsent, endWith(cut))
 	c := s.cfg.Client
 	t := tools{s: s, who: who}
 
@@ -402,11 +402,17 @@ func (s *Server) newMCPServer(who identity) *mcp.Server {
 			defer cancel()
 			release, err := s.gate.enter(ctx, user)
 			if err != nil {
+				if cut := s.stopping(ctx, FactsURI, user); cut != nil {
+					err = cut
+				}
 				return nil, resourceError(err)
 			}
 			defer release()
 			facts, err := retryOverloaded(ctx, func() ([]events.Fact, error) { return c.ListFacts(ctx, user) })
 			if err != nil {
+				if cut := s.stopping(ctx, FactsURI, user); cut != nil {
+					err = cut
+				}
 				return nil, resourceError(err)
 			}
 			out := factsOut{Facts: []fact{}}
@@ -447,11 +453,17 @@ func wrap[In, Out any](t tools, fn func(ctx context.Context, user string, in In)
 		start := time.Now()
 		release, err := t.s.gate.enter(ctx, user)
 		if err != nil {
+			if cut := t.s.stopping(ctx, req.Params.Name, user); cut != nil {
+				return nil, zero, cut
+			}
 			return nil, zero, explain(err)
 		}
 		defer release()
 		out, err := retryOverloaded(ctx, func() (Out, error) { return fn(ctx, user, in) })
 		if err != nil {
+			if cut := t.s.stopping(ctx, req.Params.Name, user); cut != nil {
+				return nil, zero, cut
+			}
 			t.s.cfg.Logger.Debug("mcp tool failed", "tool", req.Params.Name, "user_token", events.UserToken(user), "error", err)
 			if timedOut(err) && !t.s.cfg.Client.Connected() {
 				// Not memoryd's silence: the request never left (nats.go
@@ -555,6 +567,32 @@ func nullIsAbsent(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// endWith is a receiving middleware that ends each request's context when
+// cut ends, with cut's cause: the SDK's contexts end only with the
+// client's cancellation (or its connection's end), and a closing session
+// waits for its calls.
+func endWith(cut context.Context) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			ctx, cancel := context.WithCancelCause(ctx)
+			defer cancel(nil)
+			defer context.AfterFunc(cut, func() { cancel(context.Cause(cut)) })()
+			return next(ctx, method, req)
+		}
+	}
+}
+
+// stopping returns the error of a call whose context was cut because the
+// server is stopping (errStopping), logged, and nil for any other call.
+func (s *Server) stopping(ctx context.Context, what, user string) error {
+	if !errors.Is(context.Cause(ctx), errStopping) {
+		return nil
+	}
+	s.cfg.Logger.Warn("mcp tool call cut by the stop", "tool", what, "user_token", events.UserToken(user))
+	return errors.New("memory is unavailable: the MCP server is stopping and cut this call before memoryd replied " +
+		"(a change it asked for may or may not have been made); try again once it is back")
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -6,13 +6,16 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
 
 	"github.com/memoryd/memoryd/agenttools"
 	"github.com/memoryd/memoryd/apikeys"
@@ -26,7 +29,7 @@ const mcpChildArgs = "MEMORYD_TEST_MCP_CHILD_ARGS"
 
 // TestMCPStdioChild is no test of its own: run by TestMCPOverStdio as a
 // child process (this test binary), it is `memoryd <args>` with the real
-// stdin and stdout.
+// stdin and stdout, and main's stop signals.
 func TestMCPStdioChild(t *testing.T) {
 	args := os.Getenv(mcpChildArgs)
 	if args == "" {
@@ -36,7 +39,10 @@ func TestMCPStdioChild(t *testing.T) {
 	if err := json.Unmarshal([]byte(args), &argv); err != nil {
 		t.Fatal(err)
 	}
-	os.Exit(run(context.Background(), &cli{stdout: os.Stdout, stderr: os.Stderr}, argv))
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals(signal.Ignored)...)
+	code := run(ctx, &cli{stdout: os.Stdout, stderr: os.Stderr}, argv)
+	stop()
+	os.Exit(code)
 }
 
 // mcpCall calls a tool and decodes its structured result into out; a tool
@@ -124,6 +130,93 @@ func TestMCPOverStdio(t *testing.T) {
 	mcpCall(t, s, "delete_memory", map[string]any{"id": stored.ID}, &del)
 	if _, err := memory.GetContext(ctx, "alice", stored.ID); err == nil {
 		t.Fatalf("memory %d still in memoryd after delete_memory", stored.ID)
+	}
+}
+
+// TestMCPStdioSIGTERMCutsTheCallInFlight runs `memoryd mcp --user alice`
+// as a child process with a tool call waiting on a memoryd that never
+// answers, and sends it SIGTERM with its stdin still open (the agent is
+// still there): the call is answered with a tool error saying the server
+// is stopping, the cut is logged, and the process exits 0. Before, it
+// exited only once the call had run out its --timeout (here an hour; 30 s
+// in a run with --timeout 30s), without answering it.
+func TestMCPStdioSIGTERMCutsTheCallInFlight(t *testing.T) {
+	t.Parallel()
+	nc := eventstest.Conn(t)
+	prefix, _ := eventstest.Names(t, nc)
+	held := make(chan struct{}, 16)
+	if _, err := nc.Subscribe(events.NewClient(nc, prefix).Subject("facts.list", "alice"), func(*nats.Msg) { held <- struct{}{} }); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMCPStdioChild$")
+	argv, _ := json.Marshal([]string{"mcp", "--user", "alice",
+		"--nats-url", eventstest.URL(), "--prefix", prefix, "--timeout", "1h", "--log-format", "json"})
+	cmd.Env = append(os.Environ(), mcpChildArgs+"="+string(argv))
+	stderr := new(eventstest.SyncBuffer)
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stdout := new(eventstest.SyncBuffer)
+	cmd.Stdout = stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	defer func() {
+		select {
+		case <-exited:
+		default:
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	if _, err := stdin.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"agent","version":"1"}}}` + "\n" +
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_facts","arguments":{}}}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-held:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the tool call did not reach memoryd\n%s", stderr.String())
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+		if waitErr != nil {
+			t.Fatalf("memoryd mcp after SIGTERM: %v; want exit status 0\n%s", waitErr, stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("memoryd mcp still running a minute after SIGTERM: the call in flight held it (its --timeout is an hour)\n%s", stderr.String())
+	}
+	var answer string
+	for l := range strings.Lines(stdout.String()) {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Result struct {
+				IsError bool `json:"isError"`
+				Content []struct{ Text string }
+			}
+		}
+		if json.Unmarshal([]byte(l), &m) == nil && string(m.ID) == "2" && m.Result.IsError && len(m.Result.Content) > 0 {
+			answer = m.Result.Content[0].Text
+		}
+	}
+	if !strings.Contains(answer, "stopping") {
+		t.Errorf("the cut call's answer %q; want a tool error saying the server is stopping", answer)
+	}
+	if !strings.Contains(stderr.String(), `"msg":"mcp tool call cut by the stop","tool":"list_facts"`) {
+		t.Errorf("the cut call was not logged:\n%s", stderr.String())
 	}
 }
 
