@@ -17,3 +17,14 @@ func SetSessionClock(s *Server, now func() time.Time) { s.now = now }
 
 // NewSessionGrace is newSessionGrace.
 const NewSessionGrace = newSessionGrace
+
+// GateCalls counts user's calls holding or waiting for one of their slots
+// in s's gate.
+func GateCalls(s *Server, user string) int {
+	s.gate.mu.Lock()
+	defer s.gate.mu.Unlock()
+	if u := s.gate.users[user]; u != nil {
+		return u.refs
+	}
+	return 0
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -148,12 +149,14 @@ func waitHeld(t *testing.T, held <-chan struct{}) {
 // a tool call waits on memoryd cancels the call, answers it with a tool
 // error saying so, logs it, and ServeIO returns nil. Before, the SDK's
 // stop closed the session, which waited for the call to run out its
-// Timeout (--timeout; here an hour) and then dropped its answer.
+// Timeout (--timeout; here an hour) and then dropped its answer. A call
+// cut while it waited its turn (MaxUserCalls) says nothing was asked of
+// memoryd; the one sent, that a change may or may not have been made.
 func TestStdioStopCutsTheCallInFlight(t *testing.T) {
 	t.Parallel()
 	client, held := heldMemoryd(t)
 	var logs eventstest.SyncBuffer
-	srv, err := agenttools.New(agenttools.Config{Client: client, User: "alice", Timeout: time.Hour,
+	srv, err := agenttools.New(agenttools.Config{Client: client, User: "alice", Timeout: time.Hour, MaxUserCalls: 1,
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -184,6 +187,14 @@ func TestStdioStopCutsTheCallInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitHeld(t, held)
+	// A second call waits for alice's one slot.
+	if _, err := feed.Write([]byte(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"list_facts","arguments":{}}}` + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	eventstest.Eventually(t, "the second call waiting its turn", 30*time.Second, func() (bool, string) {
+		n := agenttools.GateCalls(srv, "alice")
+		return n == 2, fmt.Sprintf("%d calls hold or wait for alice's slot", n)
+	})
 	cancel()
 	select {
 	case err := <-done:
@@ -193,7 +204,7 @@ func TestStdioStopCutsTheCallInFlight(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatalf("ServeIO still running a minute after its stop: the call in flight held it (its Timeout is an hour)\n%s", logs.String())
 	}
-	var answer string
+	answers := map[string]string{}
 	for l := range lines {
 		var m struct {
 			ID     json.RawMessage `json:"id"`
@@ -202,12 +213,15 @@ func TestStdioStopCutsTheCallInFlight(t *testing.T) {
 				Content []struct{ Text string }
 			}
 		}
-		if json.Unmarshal([]byte(l), &m) == nil && string(m.ID) == "2" && m.Result.IsError && len(m.Result.Content) > 0 {
-			answer = m.Result.Content[0].Text
+		if json.Unmarshal([]byte(l), &m) == nil && m.Result.IsError && len(m.Result.Content) > 0 {
+			answers[string(m.ID)] = m.Result.Content[0].Text
 		}
 	}
-	if !strings.Contains(answer, "stopping") {
-		t.Errorf("the cut call's answer %q; want a tool error saying the server is stopping", answer)
+	if a := answers["2"]; !strings.Contains(a, "stopping") || !strings.Contains(a, "may or may not have been made") {
+		t.Errorf("the cut call's answer %q; want a tool error saying the server is stopping and the change may or may not have been made", a)
+	}
+	if a := answers["3"]; !strings.Contains(a, "stopping") || !strings.Contains(a, "nothing was asked of memoryd") {
+		t.Errorf("the waiting call's answer %q; want a tool error saying the server is stopping and nothing was asked of memoryd", a)
 	}
 	if !strings.Contains(logs.String(), `"msg":"mcp tool call cut by the stop","tool":"list_facts"`) {
 		t.Errorf("the cut call was not logged:\n%s", logs.String())

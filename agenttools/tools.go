@@ -402,7 +402,7 @@ func (s *Server) newMCPServer(who identity, cut context.Context) *mcp.Server {
 			defer cancel()
 			release, err := s.gate.enter(ctx, user)
 			if err != nil {
-				if cut := s.stopping(ctx, FactsURI, user); cut != nil {
+				if cut := s.stopping(ctx, FactsURI, user, false); cut != nil {
 					err = cut
 				}
 				return nil, resourceError(err)
@@ -410,7 +410,7 @@ func (s *Server) newMCPServer(who identity, cut context.Context) *mcp.Server {
 			defer release()
 			facts, err := retryOverloaded(ctx, func() ([]events.Fact, error) { return c.ListFacts(ctx, user) })
 			if err != nil {
-				if cut := s.stopping(ctx, FactsURI, user); cut != nil {
+				if cut := s.stopping(ctx, FactsURI, user, true); cut != nil {
 					err = cut
 				}
 				return nil, resourceError(err)
@@ -453,7 +453,7 @@ func wrap[In, Out any](t tools, fn func(ctx context.Context, user string, in In)
 		start := time.Now()
 		release, err := t.s.gate.enter(ctx, user)
 		if err != nil {
-			if cut := t.s.stopping(ctx, req.Params.Name, user); cut != nil {
+			if cut := t.s.stopping(ctx, req.Params.Name, user, false); cut != nil {
 				return nil, zero, cut
 			}
 			return nil, zero, explain(err)
@@ -461,7 +461,7 @@ func wrap[In, Out any](t tools, fn func(ctx context.Context, user string, in In)
 		defer release()
 		out, err := retryOverloaded(ctx, func() (Out, error) { return fn(ctx, user, in) })
 		if err != nil {
-			if cut := t.s.stopping(ctx, req.Params.Name, user); cut != nil {
+			if cut := t.s.stopping(ctx, req.Params.Name, user, true); cut != nil {
 				return nil, zero, cut
 			}
 			t.s.cfg.Logger.Debug("mcp tool failed", "tool", req.Params.Name, "user_token", events.UserToken(user), "error", err)
@@ -585,12 +585,18 @@ func endWith(cut context.Context) mcp.Middleware {
 }
 
 // stopping returns the error of a call whose context was cut because the
-// server is stopping (errStopping), logged, and nil for any other call.
-func (s *Server) stopping(ctx context.Context, what, user string) error {
+// server is stopping (errStopping), logged, and nil for any other call;
+// sent says whether the call had gone to memoryd (it may have changed
+// memory) or was cut while it waited its turn (nothing was asked).
+func (s *Server) stopping(ctx context.Context, what, user string, sent bool) error {
 	if !errors.Is(context.Cause(ctx), errStopping) {
 		return nil
 	}
-	s.cfg.Logger.Warn("mcp tool call cut by the stop", "tool", what, "user_token", events.UserToken(user))
+	s.cfg.Logger.Warn("mcp tool call cut by the stop", "tool", what, "user_token", events.UserToken(user), "sent", sent)
+	if !sent {
+		return errors.New("memory is unavailable: the MCP server is stopping and cut this call before sending it to memoryd " +
+			"(nothing was asked of memoryd); try again once it is back")
+	}
 	return errors.New("memory is unavailable: the MCP server is stopping and cut this call before memoryd replied " +
 		"(a change it asked for may or may not have been made); try again once it is back")
 }

@@ -215,13 +215,14 @@ func (s *Store) ImportInto(ctx context.Context, userID, token, memory string, r 
 	counts := Imported{}
 	var current string
 	err = s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
-		// Before any other lock: a reset of every user in flight commits
-		// first, or waits for this import (see resetLock).
-		if err := q.lockResets(ctx); err != nil {
-			return err
-		}
 		tombs, err := q.LockUsers(ctx, []string{token})
 		if err != nil {
+			return err
+		}
+		// Next, before any other lock (the order of the enricher's writes
+		// and a forget, user lock first): a reset of every user in flight
+		// commits first, or waits for this import (see resetLock).
+		if err := q.lockResets(ctx); err != nil {
 			return err
 		}
 		current = MemoryID(tombs[token])

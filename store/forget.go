@@ -73,6 +73,13 @@ func (s *Store) forgetUser(ctx context.Context, userID, token string, through St
 		if _, err := q.db.Exec(ctx, `SELECT pg_advisory_xact_lock(`+fmt.Sprintf(userLock, "$1::text")+`)`, token); err != nil {
 			return fmt.Errorf("forget: lock user: %w", err)
 		}
+		// Next, before any row lock: a reset of every user copies the
+		// user's direct clears into fact_clears, and the delete of them
+		// below, had it waited for the reset's own delete, would not see
+		// the copies (see resetLock).
+		if err := q.lockResets(ctx); err != nil {
+			return fmt.Errorf("forget: %w", err)
+		}
 		if err := q.CheckSchema(ctx); err != nil {
 			return fmt.Errorf("forget: %w", err)
 		}
@@ -215,8 +222,9 @@ func (s *Store) forgetUser(ctx context.Context, userID, token string, through St
 // ID is 0 when no user named has recorded turns (nothing was taken).
 //
 // A reset of named users takes their clear locks (resetClears), which an
-// import and the user's clears take too; a reset of every user takes
-// resetLock exclusively instead, so those wait for it, or it for them.
+// import and the user's clears take too, after resetLock shared; a reset
+// of every user takes resetLock exclusively instead, so those wait for
+// it, or it for them.
 func (s *Store) ResetMemory(ctx context.Context, userIDs []string) (Removed, ResetMark, error) {
 	var (
 		r    Removed
@@ -227,6 +235,10 @@ func (s *Store) ResetMemory(ctx context.Context, userIDs []string) (Removed, Res
 			if _, err := q.db.Exec(ctx, `SELECT pg_advisory_xact_lock(`+resetLock+`)`); err != nil {
 				return fmt.Errorf("reset: lock: %w", err)
 			}
+		} else if err := q.lockResets(ctx); err != nil {
+			// A reset of every user copies the users' direct clears
+			// too: the copy that came second failed on the other's.
+			return fmt.Errorf("reset: %w", err)
 		}
 		if err := q.CheckSchema(ctx); err != nil {
 			return fmt.Errorf("reset: %w", err)
@@ -246,13 +258,14 @@ func (s *Store) ResetMemory(ctx context.Context, userIDs []string) (Removed, Res
 // resetLock is the advisory lock key of a reset of every user, per
 // schema: the reset takes it exclusively, before any other lock, and each
 // writer that records what a reset keeps or carries over takes it shared
-// (lockResets): an import (its import_sources), a context clear or update
-// (the clear of the pair's turn, by which a reset keeps the turn's other
-// items: DeleteContext, UpdateContext) and a clear of direct writes
-// (fact_direct_clears, which a reset copies into fact_clears: DeleteFact,
-// SetFactValues). A reset of every user takes no per-user lock (there
-// could be more users than Postgres's lock table holds), and without this
-// one it interleaved with them: its delete, whose snapshot predated the
+// (lockResets): a reset of named users and a forget (which copy and
+// delete the direct clears the reset copies), an import (its
+// import_sources), a context clear or update (the clear of the pair's
+// turn, by which a reset keeps the turn's other items: DeleteContext,
+// UpdateContext) and a clear of direct writes (fact_direct_clears, which
+// a reset copies into fact_clears: DeleteFact, SetFactValues). A reset of
+// every user takes no per-user lock (there could be more users than
+// Postgres's lock table holds), and without this one it interleaved with them: its delete, whose snapshot predated the
 // writer's commit, waited for a row the writer held and re-checked the
 // rows against that snapshot, where what the writer recorded was not yet
 // (it deleted what an import had reported written, or a cleared turn's
@@ -260,17 +273,20 @@ func (s *Store) ResetMemory(ctx context.Context, userIDs []string) (Removed, Res
 // committing between its delete of fact_clears and its copy of the direct
 // clears failed the reset on the clear's own row (a duplicate key).
 //
-// The writers take it shared first in their transaction, before the
-// clear locks and any row lock; only the user locks (LockUsers, which a
-// reset of every user does not take) may be held before it, as the
-// enricher's direct writes do (forgetSafe). The reset holds it and then
+// The writers take it shared first in their transaction, before the clear
+// locks and any row lock; only the user locks (LockUsers, which a reset of
+// every user does not take) may be held before it, and when they are, they
+// come first (the enricher's direct writes in forgetSafe, a forget, an
+// import): a user lock taken after it would close a cycle through a forget,
+// behind which a reset of every user waits. The reset holds it and then
 // waits only for row locks, so no cycle closes through it; such a writer
 // waits for a long reset, as it would for a reset of its user.
 const resetLock = `hashtextextended('memoryd.reset.' || current_schema(), 0)`
 
 // lockResets takes resetLock shared until the transaction ends: a reset
 // of every user in flight commits first, or waits for this transaction.
-// Call it first in the transaction (see resetLock).
+// Call it first in the transaction, or right after the user locks (see
+// resetLock).
 func (s *Store) lockResets(ctx context.Context) error {
 	if _, err := s.db.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(`+resetLock+`)`); err != nil {
 		return fmt.Errorf("lock resets: %w", err)

@@ -48,13 +48,16 @@ func TestImportGraph(t *testing.T) {
 		// Credentials kept in files, read again when they change: NATS's
 		// password and token, the model servers' API keys.
 		"internal/secretfile": {},
-		"proxy":               {"events", "internal/bodytime", "internal/httperrlog", "internal/secretfile"},
-		"agenttools":          {"events", "internal/bodytime", "internal/factkey", "internal/httperrlog"},
-		"store":               {"migrations"},
-		"extractor":           {"events", "internal/factkey", "internal/modelerr", "internal/secretfile", "redact"},
-		"worker":              {"chunker", "embedding", "events", "extractor", "redact", "store"},
-		"enricher":            {"chunker", "embedding", "events", "ranking", "redact", "store"},
-		"internal/app":        {"embedding", "enricher", "events", "extractor", "internal/httperrlog", "internal/secretfile", "migrations", "store", "worker"},
+		// The WWW-Authenticate challenge of a 401 to a bearer key, the
+		// proxy's and the MCP server's alike.
+		"internal/authchallenge": {},
+		"proxy":                  {"events", "internal/authchallenge", "internal/bodytime", "internal/httperrlog", "internal/secretfile"},
+		"agenttools":             {"events", "internal/authchallenge", "internal/bodytime", "internal/factkey", "internal/httperrlog"},
+		"store":                  {"migrations"},
+		"extractor":              {"events", "internal/factkey", "internal/modelerr", "internal/secretfile", "redact"},
+		"worker":                 {"chunker", "embedding", "events", "extractor", "redact", "store"},
+		"enricher":               {"chunker", "embedding", "events", "ranking", "redact", "store"},
+		"internal/app":           {"embedding", "enricher", "events", "extractor", "internal/authchallenge", "internal/httperrlog", "internal/secretfile", "migrations", "store", "worker"},
 	}
 	seen := 0
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {

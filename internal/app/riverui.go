@@ -14,6 +14,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"riverqueue.com/riverui"
+
+	"github.com/memoryd/memoryd/internal/authchallenge"
 )
 
 // RiverUIConfig mounts River's UI (riverqueue.com/riverui: jobs, queues,
@@ -146,7 +148,7 @@ func (u *riverUI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !u.authorized(r) {
-		u.challenge(w)
+		u.challenge(w, r)
 		http.Error(w, "unauthorized: River's UI needs the credentials set with --riverui-user/--riverui-password or --riverui-token", http.StatusUnauthorized)
 		return
 	}
@@ -167,12 +169,12 @@ func (u *riverUI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // challenge sets the WWW-Authenticate header RFC 9110 requires of a 401:
 // basic auth's when it is configured (a browser then asks for it), else the
-// token's.
-func (u *riverUI) challenge(w http.ResponseWriter) {
+// token's (with error="invalid_token" when r sent a bearer token).
+func (u *riverUI) challenge(w http.ResponseWriter, r *http.Request) {
 	if u.cfg.User != "" {
 		w.Header().Set("WWW-Authenticate", `Basic realm="memoryd River UI", charset="UTF-8"`)
 	} else {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="memoryd River UI"`)
+		w.Header().Set("WWW-Authenticate", authchallenge.Bearer("memoryd River UI", r))
 	}
 }
 
@@ -210,7 +212,7 @@ func (u *riverUI) tokenLogin(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	token := q.Get("token")
 	if !u.tokenOK(token) {
-		u.challenge(w)
+		u.challenge(w, r)
 		http.Error(w, "unauthorized: wrong token", http.StatusUnauthorized)
 		return
 	}

@@ -240,6 +240,32 @@ func TestRiverUIMutations(t *testing.T) {
 		cancel := fmt.Sprintf(`{"ids":["%d"]}`, id)
 
 		if !allow {
+			// A token-only UI's 401s challenge for the token, saying
+			// invalid_token only to a request that sent one.
+			for _, c := range []struct {
+				name string
+				auth func(*http.Request)
+				want string
+			}{
+				{"no credentials", nil, `Bearer realm="memoryd River UI"`},
+				{"wrong token", bearer("tok-wrong"), `Bearer realm="memoryd River UI", error="invalid_token"`},
+			} {
+				req, err := http.NewRequest("GET", ui.base, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.auth != nil {
+					c.auth(req)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if got := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != http.StatusUnauthorized || got != c.want {
+					t.Errorf("%s: %s, WWW-Authenticate %q; want 401 with %q", c.name, resp.Status, got, c.want)
+				}
+			}
 			if code, _ := ui.do("POST", "api/jobs/cancel", cancel, auth); code != http.StatusForbidden {
 				t.Fatalf("cancel without AllowMutations = %d, want 403", code)
 			}
