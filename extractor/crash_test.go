@@ -219,3 +219,29 @@ func TestAloneRequestGoesBeforeLaterOnes(t *testing.T) {
 		t.Errorf("requests reached the server in the order %v, want the alone one third", order)
 	}
 }
+
+// TestCrashCountsTheServerDown: a request the server went down with
+// (Crashed) counts the server as down (Down), though its error is not
+// Unreachable, so that the worker wakes no job waiting for it into the
+// restart; a request cut by a server that still accepts connections (an
+// idle timeout, a balancer) does not. Before, only a later request
+// refused did, and a process with none to send woke its waiting jobs into
+// the dead server.
+func TestCrashCountsTheServerDown(t *testing.T) {
+	t.Parallel()
+	for _, down := range []bool{false, true} {
+		srv := cutter(t, down)
+		l, err := NewLLM(LLMConfig{BaseURL: "http://" + srv.Addr().String() + "/v1", Model: "m",
+			HTTPClient: &http.Client{Transport: &http.Transport{}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = l.Extract(context.Background(), testInput("I'm Ana"))
+		if IsCrashed(err) != down || IsUnreachable(err) {
+			t.Fatalf("cut, server refusing after it %v: %v (crashed %v, unreachable %v); want crashed %v, not unreachable", down, err, IsCrashed(err), IsUnreachable(err), down)
+		}
+		if l.Down() != down {
+			t.Errorf("cut, server refusing after it %v: Down %v, want %v", down, l.Down(), down)
+		}
+	}
+}

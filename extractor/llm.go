@@ -529,6 +529,14 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 		if e.Kind == KindTransient && !e.Unreachable && ex.sent && status == 0 && !ex.timedOut && l.refusesConnections(ctx) {
 			e.Crashed = true
 			e.Reason += "; the server then refused connections: it went down with this request in flight"
+			// Down until its next answer (Down), though the error is the
+			// request's (not Unreachable: an attempt spent, the crash
+			// counted). Before, nothing counted it down until a request
+			// met it refusing, and the worker's wakes that follow the
+			// server's last answer brought the jobs waiting for it back
+			// into the restart (a crash walk: 3 wakes of 44 jobs, each
+			// refused, each wake counted toward the jobs' bound).
+			l.serverErrors.crashed(time.Now())
 		}
 	}
 	if status != 0 {
@@ -754,6 +762,17 @@ func (r *serverErrorRow) goDown(now time.Time) {
 	}
 }
 
+// crashed takes the server for down from now, unless it already is: a
+// request was cut and its address then refused connections
+// (Error.Crashed). Requests are still sent as usual (no error is kept for
+// admit to hold them back with) until one finds the server down by
+// itself (failed); an answer ends it (answer).
+func (r *serverErrorRow) crashed(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.goDown(now)
+}
+
 // assumeDown makes the row an outage from now: a server error or timeout
 // within serverErrorsWindow counts as the server being down (failed), and
 // an answer ends it. The server counts as down from that failure, not from
@@ -836,8 +855,9 @@ func (l *LLM) noteServerError(e *Error, status int, ex *exchange, msgs []openai.
 func (l *LLM) AssumeDown() { l.serverErrors.assumeDown(time.Now()) }
 
 // Down reports whether the server counts as down now: an error taken it
-// for down (Error.Unreachable) came after its last answer, which ends
-// its being down. The worker wakes no job waiting for it then.
+// for down (Error.Unreachable), or a request it went down with
+// (Error.Crashed), came after its last answer, which ends its being down.
+// The worker wakes no job waiting for it then.
 func (l *LLM) Down() bool {
 	l.serverErrors.mu.Lock()
 	defer l.serverErrors.mu.Unlock()

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -35,3 +36,17 @@ var ForgetKey = forgetKey
 // CrashedReason begins the error of a turn failed for crashing the model
 // server.
 const CrashedReason = crashedReason
+
+// ModelAnswered is modelAnswered: the model server answered an extraction
+// of w's process, which wakes the jobs waiting for it.
+func ModelAnswered(w *Worker) { w.modelAnswered() }
+
+// WakeLingering runs, at once, one of the wakes that follow the model
+// server's answer for wakeLinger (wakeWaiters on wakeSoon's timer): its
+// answer and a job's snooze for it just now, no wake within wakeEvery.
+func WakeLingering(ctx context.Context, w *Worker) {
+	now := time.Now().UnixNano()
+	w.modelWaits.since.Store(now)
+	w.modelWaits.answered.Store(now)
+	w.wakeWaiters(ctx, &w.modelWaits)
+}

@@ -182,13 +182,15 @@ func (w *Worker) wakeWaiters(ctx context.Context, m *modelWaiters) {
 	if m.down != nil && m.down() {
 		// The server counts as down again, which its last answer ended:
 		// it answered, then went down (one that answered a request and
-		// went down with the next, a crashing turn's). A wake would bring
-		// the waiting jobs back into that outage, logging that the server
-		// answers: before, the wakes that follow an answer (wakeLinger)
-		// went on, and a crash walk logged "model server answering" twice
-		// while it was down. Its next answer wakes them. The embeddings
-		// server's alike: before, its waiting embed jobs were woken into
-		// the outage too.
+		// went down with the next, a crashing turn's: counted down from
+		// the cut, extractor.Error.Crashed, not only once a later request
+		// is refused, which this process may not send before its wakes).
+		// A wake would bring the waiting jobs back into that outage,
+		// logging that the server answers: before, the wakes that follow
+		// an answer (wakeLinger) went on, and a crash walk logged "model
+		// server answering" twice while it was down. Its next answer
+		// wakes them. The embeddings server's alike: before, its waiting
+		// embed jobs were woken into the outage too.
 		return
 	}
 	now := time.Now()
@@ -252,9 +254,10 @@ type connectionRefuser interface {
 }
 
 // modelGone reports whether the model server counts as down or refuses
-// connections now: a crash is not counted as the server being down (the
-// request was cut, and the server refused the connections after it), so
-// the address is tried (a few milliseconds; the extractor's crash check).
+// connections now: a crash counts the server down only in the process
+// whose request it cut (extractor.Error.Crashed), and a server may go
+// down with no request in flight, so the address is tried too (a few
+// milliseconds; the extractor's crash check).
 func (w *Worker) modelGone(ctx context.Context) bool {
 	if down := w.modelWaits.down; down != nil && down() {
 		return true

@@ -1,0 +1,123 @@
+package worker_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// TestWakeAfterACrashWaitsForTheModelServer: a wake of the jobs waiting
+// for the model server that comes after the server went down with a
+// request in flight (the connection cut, then refused while a supervisor
+// restarts it) wakes none: here one of the wakes that follow the server's
+// last answer (every second for 5 s), the crash coming within them. Its
+// next answer wakes them, that wake alone counted toward their maxWakes.
+// Before, a crash did not count the server as down (extractor.LLM.Down):
+// such a wake brought every waiting job back into the dead server, to be
+// refused and snoozed again, and counted toward its wakes (a crash walk:
+// 3 wakes of 44 jobs).
+func TestWakeAfterACrashWaitsForTheModelServer(t *testing.T) {
+	e := setup(t)
+	const marker = "ZZ-CRASH-THE-RUNNER-ZZ"
+	srv := newCrashingServer(t, marker, time.Hour) // restarted below
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not started: the test runs the wakes, and no job.
+	w, err := worker.New(worker.Config{Conn: e.nc, Store: e.store, Extractor: llm, Logger: slog.New(slog.DiscardHandler),
+		Prefix: e.prefix, Stream: e.stream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Jobs snoozed for the server (as outcome leaves them, a minute's
+	// wait counted), their snoozes to end a minute from now.
+	const waiting = 4
+	ids := make([]int64, waiting)
+	for i := range ids {
+		if err := e.store.Pool().QueryRow(e.ctx, `INSERT INTO river_job (kind, args, queue, state, max_attempts, scheduled_at, metadata)
+			VALUES ($1, '{}', 'q', 'scheduled', 5, now() + interval '1 minute',
+				'{"memoryd_snoozed_for": "model_unreachable", "memoryd_model_waits": 1, "memoryd_model_wait_ms": 60000}') RETURNING id`,
+			worker.ExtractJobKind).Scan(&ids[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type jobState struct {
+		state string
+		due   bool
+		wakes int
+		woken bool
+	}
+	states := func() []jobState {
+		t.Helper()
+		out := make([]jobState, len(ids))
+		for i, id := range ids {
+			var meta []byte
+			if err := e.store.Pool().QueryRow(e.ctx, `SELECT state, scheduled_at <= now(), metadata FROM river_job WHERE id = $1`, id).
+				Scan(&out[i].state, &out[i].due, &meta); err != nil {
+				t.Fatal(err)
+			}
+			var m struct {
+				Wakes int  `json:"memoryd_wakes"`
+				Woken bool `json:"memoryd_woken"`
+			}
+			if err := json.Unmarshal(meta, &m); err != nil {
+				t.Fatal(err)
+			}
+			out[i].wakes, out[i].woken = m.Wakes, m.Woken
+		}
+		return out
+	}
+	turn := func(msg string) extractor.Input {
+		return extractor.Input{UserID: "u", Turn: extractor.Turn{EventID: "e", UserMessage: msg, AssistantResponse: "ok", Timestamp: time.Now()}}
+	}
+
+	if _, err := llm.Extract(e.ctx, turn("My name is Alice.")); err != nil {
+		t.Fatalf("the server's answer: %v", err)
+	}
+	_, err = llm.Extract(e.ctx, turn("My name is Alice. "+marker))
+	if !extractor.IsCrashed(err) || extractor.IsUnreachable(err) {
+		// The job's own decision (an attempt spent, the crash counted)
+		// rests on it.
+		t.Fatalf("request the server went down with: %v (crashed %v, unreachable %v); want crashed, not unreachable",
+			err, extractor.IsCrashed(err), extractor.IsUnreachable(err))
+	}
+	if !llm.Down() {
+		t.Error("the model server does not count as down after it went down with a request in flight")
+	}
+	// A wake that follows the answer, coming after the crash.
+	worker.WakeLingering(e.ctx, w)
+	for i, st := range states() {
+		if st.state != "scheduled" || st.due || st.wakes != 0 || st.woken {
+			t.Errorf("job %d after a wake while the server is down: %+v; want still snoozed, no wake counted", ids[i], st)
+		}
+	}
+
+	srv.restart()
+	if _, err := llm.Extract(e.ctx, turn("My name is Alice.")); err != nil {
+		t.Fatalf("the server's answer after its restart: %v", err)
+	}
+	if llm.Down() {
+		t.Error("the model server counts as down after it answered")
+	}
+	worker.ModelAnswered(w)
+	e.waitFor("the waiting jobs woken by the server's answer", func() (bool, string) {
+		st := states()
+		for _, s := range st {
+			if s.state != "available" || !s.due || !s.woken {
+				return false, fmt.Sprintf("%+v", st)
+			}
+		}
+		return true, ""
+	})
+	for i, st := range states() {
+		if st.wakes != 1 {
+			t.Errorf("job %d: %d wakes counted; want 1, the answer's", ids[i], st.wakes)
+		}
+	}
+}
