@@ -153,17 +153,7 @@ func TestClearBesideAResetOfEveryUserKeepsWhatItRecorded(t *testing.T) {
 
 				wrote := make(chan error, 1)
 				startWriter := func() { go func() { wrote <- c.write(ctx, s, sd) }() }
-				type resetResult struct {
-					removed store.Removed
-					err     error
-				}
-				reset := make(chan resetResult, 1)
-				startReset := func() {
-					go func() {
-						r, _, err := s.ResetMemory(ctx, nil)
-						reset <- resetResult{r, err}
-					}()
-				}
+				startReset, reset := resetAll(ctx, s)
 				// The first is held: the writer once it has written its
 				// clear, before it commits; the reset once it has deleted
 				// the clears turns made, before it copies the direct ones.

@@ -49,33 +49,17 @@ func TestForgetBesideAResetOfEveryUserLeavesNothing(t *testing.T) {
 					forgot <- err
 				}()
 			}
-			reset := make(chan error, 1)
-			startReset := func() {
-				go func() {
-					_, _, err := s.ResetMemory(ctx, nil)
-					reset <- err
-				}()
-			}
+			startReset, reset := resetAll(ctx, s)
 			// The first is held before it commits (a forget's last write
 			// is its change, a reset's its mark, after the copy of the
 			// direct clears); the second starts and waits for it.
 			if forgetFirst {
-				held := holdStatements(t, s, "INSERT", "memory_changes")
-				startForget()
-				held.waits("the forget to be held before it commits")
-				startReset()
-				waitBlockedBy(t, s, held, "the reset to wait for the forget")
-				held.release()
+				holdFirst(t, s, "INSERT", "memory_changes", startForget, startReset, "the forget", "the reset")
 			} else {
-				held := holdStatements(t, s, "INSERT", "replay_resets")
-				startReset()
-				held.waits("the reset to be held before it commits")
-				startForget()
-				waitBlockedBy(t, s, held, "the forget to wait for the reset")
-				held.release()
+				holdFirst(t, s, "INSERT", "replay_resets", startReset, startForget, "the reset", "the forget")
 			}
-			if ferr, rerr := <-forgot, <-reset; ferr != nil || rerr != nil {
-				t.Fatalf("forget: %v; reset: %v; want both done", ferr, rerr)
+			if ferr, rr := <-forgot, <-reset; ferr != nil || rr.err != nil {
+				t.Fatalf("forget: %v; reset: %v; want both done", ferr, rr.err)
 			}
 			for _, table := range []string{"facts", "fact_clears", "fact_direct_clears", "context"} {
 				var n int
@@ -115,26 +99,22 @@ func TestResetOfAUserBesideAResetOfEveryUser(t *testing.T) {
 			if _, err := s.DeleteFact(ctx, "dave", "location"); err != nil {
 				t.Fatal(err)
 			}
-			start := func(users []string) <-chan error {
-				done := make(chan error, 1)
-				go func() {
-					_, _, err := s.ResetMemory(ctx, users)
-					done <- err
-				}()
-				return done
+			start := func(users []string, done chan<- error) func() {
+				return func() {
+					go func() {
+						_, _, err := s.ResetMemory(ctx, users)
+						done <- err
+					}()
+				}
 			}
 			// The first is held at its mark, after its copy of the direct
 			// clears; the second starts and waits for it.
-			held := holdStatements(t, s, "INSERT", "replay_resets")
+			firstDone, secondDone := make(chan error, 1), make(chan error, 1)
 			first, second := []string(nil), []string{"dave"}
 			if namedFirst {
 				first, second = second, first
 			}
-			firstDone := start(first)
-			held.waits("the first reset to be held before it commits")
-			secondDone := start(second)
-			waitBlockedBy(t, s, held, "the second reset to wait for the first")
-			held.release()
+			holdFirst(t, s, "INSERT", "replay_resets", start(first, firstDone), start(second, secondDone), "the first reset", "the second reset")
 			if err1, err2 := <-firstDone, <-secondDone; err1 != nil || err2 != nil {
 				t.Fatalf("first reset: %v; second: %v; want both done", err1, err2)
 			}

@@ -99,34 +99,14 @@ func testImportBesideAReset(t *testing.T, typ string, importFirst bool) {
 			imported <- importResult{counts, err}
 		}()
 	}
-	type resetResult struct {
-		removed store.Removed
-		err     error
-	}
-	reset := make(chan resetResult, 1)
-	startReset := func() {
-		go func() {
-			r, _, err := s.ResetMemory(ctx, nil)
-			reset <- resetResult{r, err}
-		}()
-	}
+	startReset, reset := resetAll(ctx, s)
 	// The first is held once it has written everything, before it commits
 	// (an import's last write is its sources, a reset's its mark); the
 	// second starts and waits for it; then the first goes on.
 	if importFirst {
-		held := holdStatements(t, s, "INSERT", "import_sources")
-		startImport()
-		held.waits("the import to be held before it commits")
-		startReset()
-		waitBlockedBy(t, s, held, "the reset to wait for the import")
-		held.release()
+		holdFirst(t, s, "INSERT", "import_sources", startImport, startReset, "the import", "the reset")
 	} else {
-		held := holdStatements(t, s, "INSERT", "replay_resets")
-		startReset()
-		held.waits("the reset to be held before it commits")
-		startImport()
-		waitBlockedBy(t, s, held, "the import to wait for the reset")
-		held.release()
+		holdFirst(t, s, "INSERT", "replay_resets", startReset, startImport, "the reset", "the import")
 	}
 	ir, rr := <-imported, <-reset
 	if ir.err != nil || rr.err != nil {
@@ -167,6 +147,39 @@ func testImportBesideAReset(t *testing.T, typ string, importFirst bool) {
 	if rr.removed.Facts == 0 {
 		t.Errorf("the reset removed %+v; want dave's name at least", rr.removed)
 	}
+}
+
+// resetResult is what a reset of every user returned.
+type resetResult struct {
+	removed store.Removed
+	err     error
+}
+
+// resetAll returns a function starting a reset of every user in a
+// goroutine of its own, and the channel its result arrives on.
+func resetAll(ctx context.Context, s *store.Store) (start func(), done <-chan resetResult) {
+	c := make(chan resetResult, 1)
+	return func() {
+		go func() {
+			r, _, err := s.ResetMemory(ctx, nil)
+			c <- resetResult{r, err}
+		}()
+	}, c
+}
+
+// holdFirst starts first and holds it at its first statement of verb on
+// table (its last write, before it commits: holdStatements), then starts
+// second and waits until second waits for a lock first holds; then lets
+// first go on. The two transactions' order is then first's, whatever
+// second's locks would have made of it.
+func holdFirst(t *testing.T, s *store.Store, verb, table string, first, second func(), firstName, secondName string) {
+	t.Helper()
+	held := holdStatements(t, s, verb, table)
+	first()
+	held.waits(firstName + " to be held before it commits")
+	second()
+	waitBlockedBy(t, s, held, secondName+" to wait for "+firstName)
+	held.release()
 }
 
 // waitBlockedBy waits until a backend waits for a lock the transaction
