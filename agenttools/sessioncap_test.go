@@ -147,33 +147,7 @@ func TestSessionCapConcurrentInitialize(t *testing.T) {
 // that user at 429 until SessionTimeout, 30 minutes, every session idle.
 func TestUnusedSessionMakesRoomAfterItsGrace(t *testing.T) {
 	t.Parallel()
-	srv, err := agenttools.New(agenttools.Config{Client: startEnricher(t), Timeout: 10 * time.Second, MaxUserSessions: 2,
-		Keys: keys{"alice-key": "alice"}, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu  sync.Mutex
-		now = time.Now()
-	)
-	clock := func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		return now
-	}
-	advance := func(d time.Duration) {
-		mu.Lock()
-		defer mu.Unlock()
-		now = now.Add(d)
-	}
-	agenttools.SetSessionClock(srv, clock)
-	h, err := srv.Handler()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(h)
-	t.Cleanup(hs.Close)
-	url := hs.URL
+	url, advance := cappedOnAClock(t)
 	first := initialize(t, url, "alice-key")
 	advance(time.Second)
 	second := initialize(t, url, "alice-key")
@@ -204,32 +178,7 @@ func TestUnusedSessionMakesRoomAfterItsGrace(t *testing.T) {
 // known and none is said. Before, the 429 never had one.
 func TestRefusedSessionSaysWhenToRetry(t *testing.T) {
 	t.Parallel()
-	srv, err := agenttools.New(agenttools.Config{Client: startEnricher(t), Timeout: 10 * time.Second, MaxUserSessions: 2,
-		Keys: keys{"alice-key": "alice"}, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu  sync.Mutex
-		now = time.Now()
-	)
-	agenttools.SetSessionClock(srv, func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		return now
-	})
-	advance := func(d time.Duration) {
-		mu.Lock()
-		defer mu.Unlock()
-		now = now.Add(d)
-	}
-	h, err := srv.Handler()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(h)
-	t.Cleanup(hs.Close)
-	url := hs.URL
+	url, advance := cappedOnAClock(t)
 	initialize(t, url, "alice-key")
 	advance(2500 * time.Millisecond)
 	second := initialize(t, url, "alice-key")
@@ -249,6 +198,38 @@ func TestRefusedSessionSaysWhenToRetry(t *testing.T) {
 	openStream(t, url, "alice-key", third)
 	if code, retry := refusedInitialize(t, url, "alice-key"); code != http.StatusTooManyRequests || retry != "" {
 		t.Fatalf("a session past the cap with the others busy: %d, Retry-After %q; want 429 without one", code, retry)
+	}
+}
+
+// cappedOnAClock serves, over HTTP, an MCP server of alice's key with at
+// most 2 sessions per user, its sessions cap on a clock of the test's
+// that advance moves.
+func cappedOnAClock(t *testing.T) (url string, advance func(time.Duration)) {
+	t.Helper()
+	srv, err := agenttools.New(agenttools.Config{Client: startEnricher(t), Timeout: 10 * time.Second, MaxUserSessions: 2,
+		Keys: keys{"alice-key": "alice"}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu  sync.Mutex
+		now = time.Now()
+	)
+	agenttools.SetSessionClock(srv, func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	})
+	h, err := srv.Handler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	return hs.URL, func(d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(d)
 	}
 }
 
