@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/otel/attribute"
@@ -432,14 +433,20 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichRepl
 	// sent. Such a reply is built again with a lower budget, dropping the
 	// lowest-ranked entries as a smaller max_tokens would: scaled by how
 	// far over it is (a few rounds, each encoding a large reply), then
-	// none. The headroom is for took_ms, set when sent.
-	limit := s.maxReply() - enrichHeadroom
+	// none (fitBudget). The headroom is for took_ms, set when sent.
+	return s.fitBudget(r, p.maxTokens, s.maxReply()-enrichHeadroom, build), nil
+}
+
+// fitBudget is r, built with maxTokens, or when it is over limit bytes
+// encoded, built again (build) with lower budgets until it fits: scaled by
+// how far over it is, a few rounds, then none.
+func (s *Service) fitBudget(r events.EnrichReply, maxTokens, limit int, build func(maxTokens int) events.EnrichReply) events.EnrichReply {
 	if enrichBound(r) <= limit {
-		return r, nil // nearly every reply: no encoding to measure it
+		return r // nearly every reply: no encoding to measure it
 	}
-	budget := p.maxTokens
+	budget := maxTokens
 	for round := 0; ; round++ {
-		size := replyLen(r)
+		size := enrichLen(r)
 		if size <= limit || budget == 0 {
 			break // an empty reply over the limit is publish's 413
 		}
@@ -449,9 +456,9 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichRepl
 		}
 		budget = max(next, 0)
 		r = build(budget)
-		s.logger.Debug("enrich budget lowered to fit the payload limit", "max_tokens", p.maxTokens, "budget", budget, "bytes", size, "max_payload", s.maxReply())
+		s.logger.Debug("enrich budget lowered to fit the payload limit", "max_tokens", maxTokens, "budget", budget, "bytes", size, "max_payload", limit+enrichHeadroom)
 	}
-	return r, nil
+	return r
 }
 
 // docsReserveShare: the document search leaves 1/docsReserveShare of the
@@ -502,6 +509,66 @@ const enrichEntryBytes = 320
 
 // enrichHeadroom is kept below the max payload for took_ms's digits.
 const enrichHeadroom = 64
+
+// enrichLen is replyLen(r), counted rather than encoded: r with its long
+// texts (the injection, facts' values, items' questions and answers,
+// chunks' texts) emptied is encoded, and their quoted lengths added
+// (jsonStringLen). A reply lowered to fit was encoded once a round, up
+// to a megabyte each, before the encoding that sends it.
+func enrichLen(r events.EnrichReply) int {
+	n := jsonStringLen(r.Injection) - 2
+	r.Injection = ""
+	// Clones: r's slices are the reply's. Nil stays nil (null), empty
+	// stays empty ([]).
+	r.Facts = slices.Clone(r.Facts)
+	for i := range r.Facts {
+		n += jsonStringLen(r.Facts[i].Value) - 2
+		r.Facts[i].Value = ""
+	}
+	r.Context = slices.Clone(r.Context)
+	for i := range r.Context {
+		n += jsonStringLen(r.Context[i].Question) + jsonStringLen(r.Context[i].Answer) - 4
+		r.Context[i].Question, r.Context[i].Answer = "", ""
+	}
+	r.Documents = slices.Clone(r.Documents)
+	for i := range r.Documents {
+		n += jsonStringLen(r.Documents[i].Text) - 2
+		r.Documents[i].Text = ""
+	}
+	return n + replyLen(r)
+}
+
+// jsonStringLen is the bytes of s as a JSON string in a reply, quotes
+// included: as encoding/json writes it without HTML escaping (\", \\,
+// \b, \f, \n, \r, \t; \u00XX for the other control characters; \ufffd
+// for each byte of invalid UTF-8; \u2028 and \u2029; the rest as is).
+// Exact, unlike escapedLen's bound.
+func jsonStringLen(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
+				n += 2
+			case c < 0x20:
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size == 1) || r == '\u2028' || r == '\u2029' {
+			n += 6
+		} else {
+			n += size
+		}
+		i += size
+	}
+	return n
+}
 
 // replyLen is how many bytes v takes as a reply.
 func replyLen(v any) int {

@@ -32,12 +32,18 @@ type readAhead[T any] struct {
 func (p readAhead[T]) listed() int { return min(len(p.items), p.limit) }
 func (p readAhead[T]) least() int  { return 1 }
 
-func (p readAhead[T]) keep(n int) any {
+func (p readAhead[T]) keep(n int) any  { return p.cut(n, n) }
+func (p readAhead[T]) shell(n int) any { return p.cut(n, 0) }
+func (p readAhead[T]) item(i int) any  { return &p.items[i] }
+
+// cut is the reply of n items, its cursor after the n-th, holding the
+// first kept.
+func (p readAhead[T]) cut(n, kept int) any {
 	var last *T
 	if n < len(p.items) {
 		last = &p.items[n-1]
 	}
-	return p.reply(p.items[:n], last)
+	return p.reply(p.items[:kept], last)
 }
 
 func (p readAhead[T]) alone() string { return p.tooLarge(p.items[0]) }
@@ -66,12 +72,16 @@ type historyPage struct{ events.FactHistoryReply }
 func (p historyPage) listed() int { return len(p.Changes) }
 func (p historyPage) least() int  { return 1 }
 
-func (p historyPage) keep(n int) any {
+func (p historyPage) keep(n int) any  { return p.cut(n, n) }
+func (p historyPage) shell(n int) any { return p.cut(n, 0) }
+func (p historyPage) item(i int) any  { return &p.Changes[i] }
+
+func (p historyPage) cut(n, kept int) any {
 	r := p.FactHistoryReply
 	if n < len(r.Changes) {
 		r.NextBefore = r.Changes[n-1].ID
 	}
-	r.Changes = r.Changes[:n]
+	r.Changes = r.Changes[:kept]
 	return r
 }
 
@@ -85,12 +95,16 @@ type docsPage struct{ events.DocsListReply }
 func (p docsPage) listed() int { return len(p.Documents) }
 func (p docsPage) least() int  { return 1 }
 
-func (p docsPage) keep(n int) any {
+func (p docsPage) keep(n int) any  { return p.cut(n, n) }
+func (p docsPage) shell(n int) any { return p.cut(n, 0) }
+func (p docsPage) item(i int) any  { return &p.Documents[i] }
+
+func (p docsPage) cut(n, kept int) any {
 	r := p.DocsListReply
 	if n < len(r.Documents) {
 		r.Next = r.Documents[n-1].DocID
 	}
-	r.Documents = r.Documents[:n]
+	r.Documents = r.Documents[:kept]
 	return r
 }
 
@@ -123,6 +137,9 @@ func (r searchResults) least() int  { return 0 }
 func (r searchResults) keep(n int) any {
 	return events.SearchReply{Results: r.Results[:n], Truncated: true}
 }
+
+func (r searchResults) shell(int) any  { return r.keep(0) }
+func (r searchResults) item(i int) any { return &r.Results[i] }
 
 func (r searchResults) alone() string {
 	return "lower max_results"

@@ -24,13 +24,13 @@ const (
 )
 
 // refusesConnections reports whether the model server's address refuses a
-// TCP connection now (refused, or its host unreachable), within
-// crashDials tries. It sends nothing: a connection
+// TCP connection now (refused, or its host unreachable), within dials
+// tries. It sends nothing: a connection
 // made is closed at once. False when the requests go through a proxy
 // (HTTP_PROXY, HTTPS_PROXY): the cut may be the proxy's, and the server's
 // address, dialled without it, may refuse this host whatever the server
 // does (a firewall only the proxy passes).
-func (l *LLM) refusesConnections(ctx context.Context) bool {
+func (l *LLM) refusesConnections(ctx context.Context, dials int) bool {
 	u, err := url.Parse(l.cfg.BaseURL)
 	if err != nil || u.Host == "" || l.proxied(u) {
 		return false
@@ -44,7 +44,7 @@ func (l *LLM) refusesConnections(ctx context.Context) bool {
 		host = net.JoinHostPort(u.Hostname(), port)
 	}
 	d := net.Dialer{Timeout: crashDialTimeout}
-	for i := range crashDials {
+	for i := range dials {
 		if i > 0 && sleepCtx(ctx, crashDialGap) != nil {
 			return false
 		}
@@ -68,10 +68,13 @@ func (l *LLM) refusesConnections(ctx context.Context) bool {
 }
 
 // RefusesConnections reports whether the model server's address refuses
-// a TCP connection now (refusesConnections): a server down, restarting
-// after a crash. The worker asks it before waking a job whose request
-// would only meet it down.
-func (l *LLM) RefusesConnections(ctx context.Context) bool { return l.refusesConnections(ctx) }
+// a TCP connection now (refusesConnections, one dial of at most
+// crashDialTimeout): a server down, restarting after a crash. The worker
+// asks it before waking jobs whose requests would only meet it down. One
+// dial, not crashDials: no request was just cut, so no listener may be
+// closing just after its connections, and a wake of a server that
+// accepts waits one connection's time, not crashDialGap more.
+func (l *LLM) RefusesConnections(ctx context.Context) bool { return l.refusesConnections(ctx, 1) }
 
 // proxied reports whether requests to u go through a proxy, as far as the
 // HTTP client's transport says (an *http.Transport's Proxy).

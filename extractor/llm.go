@@ -526,7 +526,7 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 			return "", false, ctxError("model request", ctxErr)
 		}
 		e = classify(err, ex, l.cfg.Timeout)
-		if e.Kind == KindTransient && !e.Unreachable && ex.sent && status == 0 && !ex.timedOut && l.refusesConnections(ctx) {
+		if e.Kind == KindTransient && !e.Unreachable && ex.sent && status == 0 && !ex.timedOut && l.refusesConnections(ctx, crashDials) {
 			e.Crashed = true
 			e.Reason += "; the server then refused connections: it went down with this request in flight"
 			// Down until its next answer (Down), though the error is the

@@ -37,45 +37,9 @@ func TestWakeAfterACrashWaitsForTheModelServer(t *testing.T) {
 	}
 	// Jobs snoozed for the server (as outcome leaves them, a minute's
 	// wait counted), their snoozes to end a minute from now.
-	const waiting = 4
-	ids := make([]int64, waiting)
-	for i := range ids {
-		if err := e.store.Pool().QueryRow(e.ctx, `INSERT INTO river_job (kind, args, queue, state, max_attempts, scheduled_at, metadata)
-			VALUES ($1, '{}', 'q', 'scheduled', 5, now() + interval '1 minute',
-				'{"memoryd_snoozed_for": "model_unreachable", "memoryd_model_waits": 1, "memoryd_model_wait_ms": 60000}') RETURNING id`,
-			worker.ExtractJobKind).Scan(&ids[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	type jobState struct {
-		state string
-		due   bool
-		wakes int
-		woken bool
-	}
-	states := func() []jobState {
-		t.Helper()
-		out := make([]jobState, len(ids))
-		for i, id := range ids {
-			var meta []byte
-			if err := e.store.Pool().QueryRow(e.ctx, `SELECT state, scheduled_at <= now(), metadata FROM river_job WHERE id = $1`, id).
-				Scan(&out[i].state, &out[i].due, &meta); err != nil {
-				t.Fatal(err)
-			}
-			var m struct {
-				Wakes int  `json:"memoryd_wakes"`
-				Woken bool `json:"memoryd_woken"`
-			}
-			if err := json.Unmarshal(meta, &m); err != nil {
-				t.Fatal(err)
-			}
-			out[i].wakes, out[i].woken = m.Wakes, m.Woken
-		}
-		return out
-	}
-	turn := func(msg string) extractor.Input {
-		return extractor.Input{UserID: "u", Turn: extractor.Turn{EventID: "e", UserMessage: msg, AssistantResponse: "ok", Timestamp: time.Now()}}
-	}
+	ids := snoozedForTheModel(t, e, 4)
+	states := func() []modelWaiter { return modelWaiters(t, e, ids) }
+	turn := modelTurn
 
 	if _, err := llm.Extract(e.ctx, turn("My name is Alice.")); err != nil {
 		t.Fatalf("the server's answer: %v", err)
@@ -120,4 +84,129 @@ func TestWakeAfterACrashWaitsForTheModelServer(t *testing.T) {
 			t.Errorf("job %d: %d wakes counted; want 1, the answer's", ids[i], st.wakes)
 		}
 	}
+}
+
+// TestWakeOfAnotherServeWaitsForACrashedModelServer: with two serves
+// sharing one model server, a crash that cuts a request of serve A only
+// leaves serve B counting the server up (B's requests were answered, none
+// cut or refused since); a wake of B's that follows its last answer,
+// coming after the crash while the server refuses connections, wakes none
+// of the jobs waiting for the server (every serve's), and counts no wake.
+// B's next answer wakes them, that wake alone counted toward their
+// maxWakes. Before, B's wake brought every waiting job back into the
+// restart, to be refused and snoozed again, each wake counted toward the
+// job's bound (docs/operations.md: still open after
+// TestWakeAfterACrashWaitsForTheModelServer).
+func TestWakeOfAnotherServeWaitsForACrashedModelServer(t *testing.T) {
+	e := setup(t)
+	const marker = "ZZ-CRASH-THE-RUNNER-ZZ"
+	srv := newCrashingServer(t, marker, time.Hour) // restarted below
+	serve := func() (*extractor.LLM, *worker.Worker) {
+		t.Helper()
+		llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Not started: the test runs the wakes, and no job.
+		w, err := worker.New(worker.Config{Conn: e.nc, Store: e.store, Extractor: llm, Logger: slog.New(slog.DiscardHandler),
+			Prefix: e.prefix, Stream: e.stream})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return llm, w
+	}
+	llmA, _ := serve()
+	llmB, wB := serve()
+	ids := snoozedForTheModel(t, e, 4)
+
+	// B's answer, which its wakes follow for wakeLinger.
+	if _, err := llmB.Extract(e.ctx, modelTurn("My name is Bob.")); err != nil {
+		t.Fatalf("the server's answer to serve B: %v", err)
+	}
+	// The server goes down with A's request in flight, none of B's.
+	if _, err := llmA.Extract(e.ctx, modelTurn("My name is Alice. "+marker)); !extractor.IsCrashed(err) {
+		t.Fatalf("serve A's request the server went down with: %v; want crashed", err)
+	}
+	if llmB.Down() {
+		t.Fatal("serve B counts the server down, none of its requests cut or refused: the case this test is about is gone")
+	}
+	// One of B's wakes that follow its answer, coming now.
+	worker.WakeLingering(e.ctx, wB)
+	for i, st := range modelWaiters(t, e, ids) {
+		if st.state != "scheduled" || st.due || st.wakes != 0 || st.woken {
+			t.Errorf("job %d after serve B's wake while the server refuses connections: %+v; want still snoozed, no wake counted", ids[i], st)
+		}
+	}
+
+	srv.restart()
+	if _, err := llmB.Extract(e.ctx, modelTurn("My name is Bob.")); err != nil {
+		t.Fatalf("the server's answer to serve B after its restart: %v", err)
+	}
+	worker.ModelAnswered(wB)
+	e.waitFor("the waiting jobs woken by the server's answer to serve B", func() (bool, string) {
+		st := modelWaiters(t, e, ids)
+		for _, s := range st {
+			if s.state != "available" || !s.due || !s.woken {
+				return false, fmt.Sprintf("%+v", st)
+			}
+		}
+		return true, ""
+	})
+	for i, st := range modelWaiters(t, e, ids) {
+		if st.wakes != 1 {
+			t.Errorf("job %d: %d wakes counted; want 1, the answer's", ids[i], st.wakes)
+		}
+	}
+}
+
+// snoozedForTheModel inserts n extraction jobs snoozed for the model
+// server (as outcome leaves them, a minute's wait counted), their snoozes
+// to end a minute from now, and returns their ids.
+func snoozedForTheModel(t *testing.T, e *env, n int) []int64 {
+	t.Helper()
+	ids := make([]int64, n)
+	for i := range ids {
+		if err := e.store.Pool().QueryRow(e.ctx, `INSERT INTO river_job (kind, args, queue, state, max_attempts, scheduled_at, metadata)
+			VALUES ($1, '{}', 'q', 'scheduled', 5, now() + interval '1 minute',
+				'{"memoryd_snoozed_for": "model_unreachable", "memoryd_model_waits": 1, "memoryd_model_wait_ms": 60000}') RETURNING id`,
+			worker.ExtractJobKind).Scan(&ids[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ids
+}
+
+// modelWaiter is a job of snoozedForTheModel as a wake leaves it.
+type modelWaiter struct {
+	state string
+	due   bool
+	wakes int
+	woken bool
+}
+
+// modelWaiters returns the jobs ids as they are now.
+func modelWaiters(t *testing.T, e *env, ids []int64) []modelWaiter {
+	t.Helper()
+	out := make([]modelWaiter, len(ids))
+	for i, id := range ids {
+		var meta []byte
+		if err := e.store.Pool().QueryRow(e.ctx, `SELECT state, scheduled_at <= now(), metadata FROM river_job WHERE id = $1`, id).
+			Scan(&out[i].state, &out[i].due, &meta); err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			Wakes int  `json:"memoryd_wakes"`
+			Woken bool `json:"memoryd_woken"`
+		}
+		if err := json.Unmarshal(meta, &m); err != nil {
+			t.Fatal(err)
+		}
+		out[i].wakes, out[i].woken = m.Wakes, m.Woken
+	}
+	return out
+}
+
+// modelTurn is an input of one turn with the user message msg.
+func modelTurn(msg string) extractor.Input {
+	return extractor.Input{UserID: "u", Turn: extractor.Turn{EventID: "e", UserMessage: msg, AssistantResponse: "ok", Timestamp: time.Now()}}
 }

@@ -58,6 +58,9 @@ type modelWaiters struct {
 	// since its last answer (extractor.LLM.Down, embedding.Client.LastDown):
 	// set by New.
 	down func() bool
+	// refuses, when set, reports whether the server's address refuses
+	// connections now (extractor.LLM.RefusesConnections): set by New.
+	refuses func(context.Context) bool
 }
 
 const (
@@ -171,26 +174,33 @@ func (w *Worker) wakeSoon(m *modelWaiters, d time.Duration) {
 // one since its last wake or within wakeLinger of now; at most once every
 // wakeEvery, and again wakeEvery later while the server's last answer is
 // within wakeLinger (never in an outage that goes on: each wake would
-// bring every waiting job back to be held back and counted). A job held
-// by another transaction is left to its snooze. A failure is logged and
-// left to the next answer.
+// bring every waiting job back to be held back and counted), and none
+// while the server counts as down or refuses connections (gone): that
+// wake waits for this process's next answer. A job held by another
+// transaction is left to its snooze. A failure is logged and left to the
+// next answer.
 func (w *Worker) wakeWaiters(ctx context.Context, m *modelWaiters) {
 	since := m.since.Load()
 	if since == 0 {
 		return
 	}
-	if m.down != nil && m.down() {
-		// The server counts as down again, which its last answer ended:
-		// it answered, then went down (one that answered a request and
-		// went down with the next, a crashing turn's: counted down from
-		// the cut, extractor.Error.Crashed, not only once a later request
-		// is refused, which this process may not send before its wakes).
-		// A wake would bring the waiting jobs back into that outage,
-		// logging that the server answers: before, the wakes that follow
-		// an answer (wakeLinger) went on, and a crash walk logged "model
-		// server answering" twice while it was down. Its next answer
-		// wakes them. The embeddings server's alike: before, its waiting
-		// embed jobs were woken into the outage too.
+	if m.gone(ctx) {
+		// The server counts as down again, which its last answer ended (one
+		// that answered a request and went down with the next, a crashing
+		// turn's, counts down from the cut, extractor.Error.Crashed, not only
+		// once a later request is refused, which this process may not send
+		// before its wakes), or refuses connections (a crash that cut only
+		// another serve's requests: this one counts it up). A wake would bring
+		// the waiting jobs back into that outage, each refused and snoozed
+		// again, the wake counted toward their maxWakes, and log that the
+		// server answers: before, the wakes that follow an answer (wakeLinger)
+		// went on into a crash (a walk: 3 wakes of 44 jobs), and with several
+		// serves, one whose requests the crash did not cut still woke them
+		// (TestWakeOfAnotherServeWaitsForACrashedModelServer). The wake waits
+		// for this process's next answer: since is left set and none re-armed;
+		// an answer during the dial arms its own (pending is clear). The
+		// embeddings server's alike.
+		w.logger.Debug(m.server + " down or refusing connections; the " + m.kind + " jobs waiting for it wait for its next answer")
 		return
 	}
 	now := time.Now()
@@ -239,7 +249,7 @@ const aloneWakeTimeout = 5 * time.Second
 // answer from the server (modelAnswered); the waiters' own snoozes, up to
 // maxAloneWait, bring them back meanwhile.
 func (w *Worker) aloneReleased(ctx context.Context) {
-	if w.modelGone(ctx) {
+	if w.modelWaits.gone(ctx) {
 		w.aloneWakeDue.Store(true)
 		return
 	}
@@ -253,22 +263,26 @@ type connectionRefuser interface {
 	RefusesConnections(ctx context.Context) bool
 }
 
-// modelGone reports whether the model server counts as down or refuses
-// connections now: a crash counts the server down only in the process
-// whose request it cut (extractor.Error.Crashed), and a server may go
-// down with no request in flight, so the address is tried too (a few
-// milliseconds; the extractor's crash check).
-func (w *Worker) modelGone(ctx context.Context) bool {
-	if down := w.modelWaits.down; down != nil && down() {
+// goneTimeout bounds gone's look at the server's address.
+const goneTimeout = 5 * time.Second
+
+// gone reports whether m's server counts as down (down) or refuses connections
+// now (refuses): a crash counts the server down only in the process whose
+// request it cut (extractor.Error.Crashed), and a server may go down with no
+// request of this process in flight, so the address is tried too (one dial, a
+// millisecond or so; bounded by goneTimeout, not by ctx, which may be a job's
+// ending). Asked before every wake of the jobs waiting for the server
+// (wakeWaiters) and of one waiting for modelAloneLock (aloneReleased).
+func (m *modelWaiters) gone(ctx context.Context) bool {
+	if m.down != nil && m.down() {
 		return true
 	}
-	r, ok := w.cfg.Extractor.(connectionRefuser)
-	if !ok {
+	if m.refuses == nil {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), aloneWakeTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), goneTimeout)
 	defer cancel()
-	return r.RefusesConnections(ctx)
+	return m.refuses(ctx)
 }
 
 // wakeAloneWaiter makes the extraction job that has waited longest for

@@ -769,6 +769,9 @@ func New(cfg Config) (*Worker, error) {
 	if d, ok := cfg.Extractor.(interface{ Down() bool }); ok {
 		w.modelWaits.down = d.Down
 	}
+	if r, ok := cfg.Extractor.(connectionRefuser); ok {
+		w.modelWaits.refuses = r.RefusesConnections
+	}
 	w.embedWaits.jobs, w.embedWaits.server, w.embedWaits.kind = []store.RiverJobs{embedJobs, chunkEmbedJobs}, "embeddings server", "embed"
 	if d, ok := cfg.Embedder.(interface{ LastDown() time.Time }); ok {
 		w.embedWaits.down = func() bool {
