@@ -20,10 +20,11 @@ import (
 // wait, with the reply cut to fit or a clear error.
 
 // quick bounds one request: silence is the bug. Not the client's default
-// 5 s: a reply near a megabyte, encoded a few times to fit, takes seconds
-// under -race on a loaded 2-core CI machine (a facts.history page 0.7 to
-// 5.2 s at load average 16, and past 5 s in a CI run), against
-// milliseconds without the race detector.
+// 5 s: a reply near a megabyte, measured and encoded to fit (3 to 6
+// times its size since each item is encoded once; 10 to 16 before), takes
+// seconds under -race on a loaded 2-core CI machine (a facts.history page
+// 0.7 to 5.2 s at load average 16 before, and past 5 s in a CI run),
+// against milliseconds without the race detector.
 func quick(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
