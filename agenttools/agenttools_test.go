@@ -415,7 +415,8 @@ func TestHTTPNeedsAKnownBearer(t *testing.T) {
 // challenge, as RFC 9110 requires of a 401 and the MCP spec's
 // authorization section of servers: Bearer with agenttools.Realm, and
 // error="invalid_token" (RFC 6750) only for a bearer token the keys do not
-// know; the MCP SDK client's own parser reads it. A request that passes
+// know; the MCP SDK client's own parser reads it. Its body tells a person
+// how to get a key. A request that passes
 // has none. Before, the SDK's 401 had none (it writes one only with OAuth
 // metadata, which API keys have none of).
 func TestHTTP401HasAChallenge(t *testing.T) {
@@ -445,6 +446,7 @@ func TestHTTP401HasAChallenge(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if sid := resp.Header.Get("Mcp-Session-Id"); sid != "" {
 			t.Cleanup(func() { endSession(url, "alice-key", sid) })
@@ -458,6 +460,11 @@ func TestHTTP401HasAChallenge(t *testing.T) {
 				t.Errorf("Authorization %q: %d with WWW-Authenticate %q, want none", c.auth, resp.StatusCode, got)
 			}
 			continue
+		}
+		// The body says what to do, as the proxy's does (before: the SDK's
+		// "no bearer token" and "unknown API key: invalid token").
+		if !strings.Contains(string(body), "Authorization: Bearer <key>") || !strings.Contains(string(body), "memoryd keys add") {
+			t.Errorf("Authorization %q: 401 body %q, want it to say to send a key made by memoryd keys add", c.auth, body)
 		}
 		challenges, err := oauthex.ParseWWWAuthenticate(got)
 		if err != nil || len(challenges) != 1 || challenges[0].Scheme != "bearer" ||

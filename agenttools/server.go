@@ -319,7 +319,7 @@ func (s *Server) handler(cut context.Context) (http.Handler, *mcp.Server, error)
 	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 		user, ok := keys.Lookup(token)
 		if !ok {
-			return nil, fmt.Errorf("unknown API key: %w", auth.ErrInvalidToken)
+			return nil, errUnknownKey{}
 		}
 		// The key rides along for the session's later checks that it is
 		// still in force (sessionCap).
@@ -345,6 +345,12 @@ func (s *Server) handler(cut context.Context) (http.Handler, *mcp.Server, error)
 	}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("WWW-Authenticate", authchallenge.Bearer(Realm, r))
+		if !authchallenge.HasBearer(r) {
+			// Refused here rather than by the SDK, whose "no bearer token"
+			// does not say where a key comes from.
+			http.Error(w, "missing API key: "+keyHelp, http.StatusUnauthorized)
+			return
+		}
 		authed.ServeHTTP(w, r)
 	})
 	// Probes, without a key: the process runs; it can reach memoryd.
@@ -464,6 +470,17 @@ func endOnShutdown(h http.Handler, streams context.Context, calls *atomic.Int64)
 		h.ServeHTTP(w, r)
 	})
 }
+
+// keyHelp ends the body of a 401: what a person reading it does.
+const keyHelp = "send 'Authorization: Bearer <key>' with a key made by memoryd keys add --file F --user U"
+
+// errUnknownKey is the verifier's error for a key the keys do not know:
+// the SDK answers an auth.ErrInvalidToken with 401 and the error's text
+// as the body, so the text is the whole sentence.
+type errUnknownKey struct{}
+
+func (errUnknownKey) Error() string        { return "unknown API key: " + keyHelp }
+func (errUnknownKey) Is(target error) bool { return target == auth.ErrInvalidToken }
 
 // keyExtra names the request's API key in its auth.TokenInfo's Extra.
 const keyExtra = "memoryd_key"

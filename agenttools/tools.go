@@ -179,7 +179,7 @@ func (s *Server) newMCPServer(who identity, cut context.Context) *mcp.Server {
 	})
 	srv.AddReceivingMiddleware(nullIsAbsent, endWith(cut))
 	c := s.cfg.Client
-	t := tools{s: s, who: who}
+	t := tools{s: s, who: who, cut: cut}
 
 	addTool(srv, &mcp.Tool{Name: "search_memory", Title: "Search memory",
 		Description: "Search the user's long-term memory (question/answer pairs and notes remembered from earlier " +
@@ -400,9 +400,9 @@ func (s *Server) newMCPServer(who identity, cut context.Context) *mcp.Server {
 			}
 			ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 			defer cancel()
-			release, err := s.gate.enter(ctx, user)
+			release, err := s.enter(ctx, cut, user)
 			if err != nil {
-				if cut := s.stopping(ctx, FactsURI, user, false); cut != nil {
+				if cut := s.stopping(ctx, err, FactsURI, user, false); cut != nil {
 					err = cut
 				}
 				return nil, resourceError(err)
@@ -410,7 +410,7 @@ func (s *Server) newMCPServer(who identity, cut context.Context) *mcp.Server {
 			defer release()
 			facts, err := retryOverloaded(ctx, func() ([]events.Fact, error) { return c.ListFacts(ctx, user) })
 			if err != nil {
-				if cut := s.stopping(ctx, FactsURI, user, true); cut != nil {
+				if cut := s.stopping(ctx, err, FactsURI, user, true); cut != nil {
 					err = cut
 				}
 				return nil, resourceError(err)
@@ -435,6 +435,7 @@ func (s *Server) newMCPServer(who identity, cut context.Context) *mcp.Server {
 type tools struct {
 	s   *Server
 	who identity
+	cut context.Context // ends when the server stops (newMCPServer)
 }
 
 // wrap makes a typed SDK handler of fn: it resolves the session's user,
@@ -451,9 +452,9 @@ func wrap[In, Out any](t tools, fn func(ctx context.Context, user string, in In)
 		ctx, cancel := context.WithTimeout(ctx, t.s.cfg.Timeout)
 		defer cancel()
 		start := time.Now()
-		release, err := t.s.gate.enter(ctx, user)
+		release, err := t.s.enter(ctx, t.cut, user)
 		if err != nil {
-			if cut := t.s.stopping(ctx, req.Params.Name, user, false); cut != nil {
+			if cut := t.s.stopping(ctx, err, req.Params.Name, user, false); cut != nil {
 				return nil, zero, cut
 			}
 			return nil, zero, explain(err)
@@ -461,7 +462,7 @@ func wrap[In, Out any](t tools, fn func(ctx context.Context, user string, in In)
 		defer release()
 		out, err := retryOverloaded(ctx, func() (Out, error) { return fn(ctx, user, in) })
 		if err != nil {
-			if cut := t.s.stopping(ctx, req.Params.Name, user, true); cut != nil {
+			if cut := t.s.stopping(ctx, err, req.Params.Name, user, true); cut != nil {
 				return nil, zero, cut
 			}
 			t.s.cfg.Logger.Debug("mcp tool failed", "tool", req.Params.Name, "user_token", events.UserToken(user), "error", err)
@@ -584,12 +585,26 @@ func endWith(cut context.Context) mcp.Middleware {
 	}
 }
 
-// stopping returns the error of a call whose context was cut because the
-// server is stopping (errStopping), logged, and nil for any other call;
-// sent says whether the call had gone to memoryd (it may have changed
-// memory) or was cut while it waited its turn (nothing was asked).
-func (s *Server) stopping(ctx context.Context, what, user string, sent bool) error {
-	if !errors.Is(context.Cause(ctx), errStopping) {
+// enter waits for one of user's slots (userGate.enter) within ctx, and
+// refuses with cut's cause a call that got one once cut had ended: the
+// stop ends each call's context from a goroutine of its own
+// (context.AfterFunc in endWith), so a waiting call could take the slot a
+// cut call had just freed before its own context ended, and be sent.
+func (s *Server) enter(ctx, cut context.Context, user string) (release func(), err error) {
+	release, err = s.gate.enter(ctx, user)
+	if err == nil && cut.Err() != nil {
+		release()
+		return nil, context.Cause(cut)
+	}
+	return release, err
+}
+
+// stopping returns the error of a call cut because the server is stopping
+// (its context's cause, or err, is errStopping), logged, and nil for any
+// other call; sent says whether the call had gone to memoryd (it may have
+// changed memory) or was cut while it waited its turn (nothing was asked).
+func (s *Server) stopping(ctx context.Context, err error, what, user string, sent bool) error {
+	if !errors.Is(context.Cause(ctx), errStopping) && !errors.Is(err, errStopping) {
 		return nil
 	}
 	s.cfg.Logger.Warn("mcp tool call cut by the stop", "tool", what, "user_token", events.UserToken(user), "sent", sent)

@@ -88,7 +88,7 @@ A running proxy or mcp reloads the file on change.`)
 		return nil
 	}
 	if user == "" {
-		return f.usageErr("--file and --user are required")
+		return f.usageErr("add needs --user: the user id the key stands for")
 	}
 	if hash != "" || key != "" {
 		return f.usageErr("--hash and --key are revoke's")

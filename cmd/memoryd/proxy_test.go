@@ -44,6 +44,12 @@ func TestKeysAdd(t *testing.T) {
 		}
 	}
 
+	// The refusal names the flag missing (before: "--file and --user are
+	// required" with --file given).
+	if _, errOut, code := runArgs(context.Background(), "keys", "add", "--file", file); code != 2 || !strings.Contains(errOut, "add needs --user") {
+		t.Errorf("keys add without --user: exit %d, %q; want 2 naming --user alone", code, errOut)
+	}
+
 	// list and revoke (before: deleting the line by hand, found by hashing
 	// the key).
 	second, _, code := runArgs(context.Background(), "keys", "add", "--file", file, "--user", "alice")

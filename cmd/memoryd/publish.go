@@ -106,7 +106,9 @@ again (a re-publish of the same event id is a duplicate).`)
 	send := func(t events.Turn) error {
 		if w != nil {
 			if err := w.before(ctx, t.UserID); err != nil {
-				return err
+				// Said, so that no one publishes it again under another
+				// random id when it was not sent.
+				return fmt.Errorf("turn %s of user %s not published: %w", t.ID, t.UserID, err)
 			}
 		}
 		ack, err := pub.Publish(ctx, t)
@@ -214,7 +216,7 @@ func (w *processedWaiter) before(ctx context.Context, user string) error {
 	defer cancel()
 	st, err := w.c.Stats(sctx, user)
 	if err != nil {
-		return fmt.Errorf("--wait reads the user's stats from a running memoryd serve (not --role ingest): %w", err)
+		return fmt.Errorf("--wait reads the user's stats from a running memoryd serve (not --role ingest): start one, or publish without --wait: %w", err)
 	}
 	w.seen[user] = st
 	return nil

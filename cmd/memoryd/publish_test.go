@@ -56,10 +56,11 @@ func TestPublishWaitsUntilProcessed(t *testing.T) {
 			t.Fatalf("enrich right after publish --wait: exit %d, stdout %q, stderr %q", code, out, errOut)
 		}
 	}
-	// Without a memoryd answering, --wait says what it needs.
+	// Without a memoryd answering, --wait says what it needs, and that the
+	// turn was not published (before, it left that to guess).
 	_, errOut, code := runArgs(context.Background(), "publish", "--user", "bob", "--message", "hi", "--wait", "1m",
 		"--nats-url", eventstest.URL(), "--prefix", conn[3]+"none", "--stream", conn[5]+"_NONE")
-	if code != 1 || !strings.Contains(errOut, "--wait reads the user's stats from a running memoryd serve (not --role ingest)") {
+	if code != 1 || !strings.Contains(errOut, "of user bob not published: --wait reads the user's stats from a running memoryd serve (not --role ingest): start one, or publish without --wait") {
 		t.Fatalf("publish --wait without a memoryd: exit %d, stderr %q", code, errOut)
 	}
 }

@@ -17,8 +17,16 @@ import (
 // authentication.
 func Bearer(realm string, r *http.Request) string {
 	c := `Bearer realm="` + realm + `"`
-	if f := strings.Fields(r.Header.Get("Authorization")); len(f) == 2 && strings.EqualFold(f[0], "Bearer") {
+	if HasBearer(r) {
 		c += `, error="invalid_token"`
 	}
 	return c
+}
+
+// HasBearer reports whether r's Authorization header is a bearer token
+// ("Bearer" in any case and one token after it), as the MCP SDK's
+// RequireBearerToken reads it.
+func HasBearer(r *http.Request) bool {
+	f := strings.Fields(r.Header.Get("Authorization"))
+	return len(f) == 2 && strings.EqualFold(f[0], "Bearer")
 }
