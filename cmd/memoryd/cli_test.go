@@ -148,6 +148,11 @@ func TestBadFlagPointsAtHelp(t *testing.T) {
 		{[]string{"facts", "list", "--user", "u", "--nope"}, "memoryd facts: flag provided but not defined: -nope\nRun 'memoryd facts -h' for usage.\n"},
 		{[]string{"replay", "--since", "yesterday"}, "memoryd replay: --since \"yesterday\" is not RFC 3339\nRun 'memoryd replay -h' for usage.\n"},
 		{[]string{"facts", "frobnicate", "--user", "u"}, "memoryd facts: unknown action \"frobnicate\": use list, get, set, clear or history\nRun 'memoryd facts -h' for usage.\n"},
+		// The arguments named as the usage names them (walk6: "takes 1
+		// argument(s), got 0" named no KEY).
+		{[]string{"facts", "get", "--user", "u"}, "memoryd facts: facts get takes KEY, got 0 argument(s)\nRun 'memoryd facts -h' for usage.\n"},
+		{[]string{"facts", "set", "--user", "u", "city"}, "memoryd facts: facts set takes KEY VALUE, got 1 argument(s)\nRun 'memoryd facts -h' for usage.\n"},
+		{[]string{"facts", "list", "--user", "u", "city"}, "memoryd facts: facts list takes no argument, got 1\nRun 'memoryd facts -h' for usage.\n"},
 		{[]string{"nope"}, "memoryd: unknown command \"nope\"\nRun 'memoryd help' for the commands.\n"},
 	} {
 		out, errOut, code := runArgs(context.Background(), tt.args...)

@@ -320,13 +320,17 @@ stated the value and when.`)
 		return err
 	}
 	action, pos := shift(pos)
-	want := map[string]int{"list": 0, "get": 1, "set": 2, "clear": 1, "history": 1}
-	n, ok := want[action]
+	// Each action's arguments, as the usage names them.
+	want := map[string][]string{"list": nil, "get": {"KEY"}, "set": {"KEY", "VALUE"}, "clear": {"KEY"}, "history": {"KEY"}}
+	names, ok := want[action]
 	if !ok {
 		return f.usageErr("unknown action %q: use list, get, set, clear or history", action)
 	}
-	if len(pos) != n {
-		return f.usageErr("facts %s takes %d argument(s), got %d", action, n, len(pos))
+	if len(pos) != len(names) {
+		if len(names) == 0 {
+			return f.usageErr("facts %s takes no argument, got %d", action, len(pos))
+		}
+		return f.usageErr("facts %s takes %s, got %d argument(s)", action, strings.Join(names, " "), len(pos))
 	}
 	c, reqCtx, done, err := o.client(ctx, a)
 	if err != nil {
