@@ -412,6 +412,11 @@ func (p *Proxy) Handler() http.Handler {
 		// proxy only through the Chat Completions API, which it must choose.
 		if path := r.URL.Path; path == "/v1/responses" || strings.HasPrefix(path, "/v1/responses/") || path == "/responses" {
 			msg += ": the proxy speaks the Chat Completions API only; have the app use it (the Vercel AI SDK: openai.chat(model), not openai(model), or @ai-sdk/openai-compatible)"
+		} else if strings.HasPrefix(path, "/v1/") && !strings.HasPrefix(path, "/v1/chat/") && !strings.HasPrefix(path, "/v1/models") {
+			// The rest of the OpenAI API (embeddings, completions, audio,
+			// files ...) has nothing to remember: the app calls the
+			// upstream for it, as the README says.
+			msg += ": call the upstream's own base URL for the rest of the OpenAI API"
 		}
 		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", msg)
 	})

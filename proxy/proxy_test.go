@@ -953,10 +953,11 @@ func TestUnknownPathSaysWhatIsServed(t *testing.T) {
 	}{
 		{"POST", "/chat/completions", []string{"GET /metrics", "must end in /v1", "(http://" + e.proxy.Addr() + "/v1)"}, nil},
 		{"GET", "/models", []string{"must end in /v1"}, nil},
-		{"POST", "/v1/embeddings", []string{"GET /metrics", "not POST /v1/embeddings"}, []string{"must end in /v1"}},
+		{"POST", "/v1/embeddings", []string{"GET /metrics", "not POST /v1/embeddings", "upstream's own base URL"}, []string{"must end in /v1"}},
+		{"GET", "/v1/files", []string{"upstream's own base URL"}, nil},
 		// The Vercel AI SDK's default openai(model) asks for the Responses
 		// API: the 404 must say which call reaches the proxy.
-		{"POST", "/v1/responses", []string{"not POST /v1/responses", "Chat Completions API only", "openai.chat(model)"}, []string{"must end in /v1"}},
+		{"POST", "/v1/responses", []string{"not POST /v1/responses", "Chat Completions API only", "openai.chat(model)"}, []string{"must end in /v1", "upstream's own base URL"}},
 		{"POST", "/v1/embeddings", nil, []string{"Chat Completions API only"}},
 	} {
 		req, err := http.NewRequest(c.method, base+c.path, strings.NewReader("{}"))
