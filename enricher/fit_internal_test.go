@@ -16,27 +16,11 @@ import (
 	"github.com/memoryd/memoryd/events"
 )
 
-// fitByEncodingReference is fit as it was before it added up item sizes:
-// a binary search encoding every cut it tried. The reference the new fit
-// must agree with, cut for cut.
-func fitByEncodingReference(buf *bytes.Buffer, f fitter, limit int) bool {
-	fits := func(n int) bool { return encodeReply(buf, f.keep(n)) == nil && buf.Len() <= limit }
-	lo, hi := f.least(), f.listed()-1 // lo fits once checked; hi+1 does not
-	if lo > hi || !fits(lo) {
-		return false
-	}
-	for lo < hi {
-		if mid := (lo + hi + 1) / 2; fits(mid) {
-			lo = mid
-		} else {
-			hi = mid - 1
-		}
-	}
-	return fits(lo)
-}
-
 // publishFitReference is publish's cutting before, given a fitter over
-// limit: a search without its oversized results encoded whole first.
+// limit: a search without its oversized results encoded whole first,
+// then fitOld, the binary search encoding every cut it tries (fit's way
+// before it added up item sizes, kept as its fallback): the reference
+// the new fit must agree with, cut for cut.
 func publishFitReference(buf *bytes.Buffer, f fitter, limit int) bool {
 	if d, ok := f.(oversizedDropper); ok {
 		if g, dropped := d.withoutOversized(limit); dropped {
@@ -46,7 +30,7 @@ func publishFitReference(buf *bytes.Buffer, f fitter, limit int) bool {
 			}
 		}
 	}
-	return fitByEncodingReference(buf, f, limit)
+	return (&Service{}).fitOld(buf, f, limit)
 }
 
 // failOnWarn fails t on any warning logged: fit warns when the sizes it

@@ -25,16 +25,7 @@ func TestWakeAfterACrashWaitsForTheModelServer(t *testing.T) {
 	e := setup(t)
 	const marker = "ZZ-CRASH-THE-RUNNER-ZZ"
 	srv := newCrashingServer(t, marker, time.Hour) // restarted below
-	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Not started: the test runs the wakes, and no job.
-	w, err := worker.New(worker.Config{Conn: e.nc, Store: e.store, Extractor: llm, Logger: slog.New(slog.DiscardHandler),
-		Prefix: e.prefix, Stream: e.stream})
-	if err != nil {
-		t.Fatal(err)
-	}
+	llm, w := unstartedServe(t, e, srv.URL())
 	// Jobs snoozed for the server (as outcome leaves them, a minute's
 	// wait counted), their snoozes to end a minute from now.
 	ids := snoozedForTheModel(t, e, 4)
@@ -44,7 +35,7 @@ func TestWakeAfterACrashWaitsForTheModelServer(t *testing.T) {
 	if _, err := llm.Extract(e.ctx, turn("My name is Alice.")); err != nil {
 		t.Fatalf("the server's answer: %v", err)
 	}
-	_, err = llm.Extract(e.ctx, turn("My name is Alice. "+marker))
+	_, err := llm.Extract(e.ctx, turn("My name is Alice. "+marker))
 	if !extractor.IsCrashed(err) || extractor.IsUnreachable(err) {
 		// The job's own decision (an attempt spent, the crash counted)
 		// rests on it.
@@ -101,20 +92,7 @@ func TestWakeOfAnotherServeWaitsForACrashedModelServer(t *testing.T) {
 	e := setup(t)
 	const marker = "ZZ-CRASH-THE-RUNNER-ZZ"
 	srv := newCrashingServer(t, marker, time.Hour) // restarted below
-	serve := func() (*extractor.LLM, *worker.Worker) {
-		t.Helper()
-		llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Not started: the test runs the wakes, and no job.
-		w, err := worker.New(worker.Config{Conn: e.nc, Store: e.store, Extractor: llm, Logger: slog.New(slog.DiscardHandler),
-			Prefix: e.prefix, Stream: e.stream})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return llm, w
-	}
+	serve := func() (*extractor.LLM, *worker.Worker) { return unstartedServe(t, e, srv.URL()) }
 	llmA, _ := serve()
 	llmB, wB := serve()
 	ids := snoozedForTheModel(t, e, 4)
@@ -209,4 +187,20 @@ func modelWaiters(t *testing.T, e *env, ids []int64) []modelWaiter {
 // modelTurn is an input of one turn with the user message msg.
 func modelTurn(msg string) extractor.Input {
 	return extractor.Input{UserID: "u", Turn: extractor.Turn{EventID: "e", UserMessage: msg, AssistantResponse: "ok", Timestamp: time.Now()}}
+}
+
+// unstartedServe is a serve's model client of the server at url and a
+// worker using it, not started: the test runs the wakes, and no job.
+func unstartedServe(t *testing.T, e *env, url string) (*extractor.LLM, *worker.Worker) {
+	t.Helper()
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: url, Model: "fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := worker.New(worker.Config{Conn: e.nc, Store: e.store, Extractor: llm, Logger: slog.New(slog.DiscardHandler),
+		Prefix: e.prefix, Stream: e.stream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return llm, w
 }
