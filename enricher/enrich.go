@@ -432,8 +432,8 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichRepl
 	// lists), JSON-escaped: one over the NATS max payload would never be
 	// sent. Such a reply is built again with a lower budget, dropping the
 	// lowest-ranked entries as a smaller max_tokens would: scaled by how
-	// far over it is (a few rounds, each encoding a large reply), then
-	// none (fitBudget). The headroom is for took_ms, set when sent.
+	// far over it is (a few rounds, each measured without encoding the
+	// texts: enrichLen), then none (fitBudget). The headroom is for took_ms, set when sent.
 	return s.fitBudget(r, p.maxTokens, s.maxReply()-enrichHeadroom, build), nil
 }
 

@@ -266,7 +266,7 @@ func (s *Service) fit(buf *bytes.Buffer, f fitter, limit int, whole bool) bool {
 			return true
 		}
 	} else if lo := f.least(); lo >= f.listed() || encodeReply(buf, f.keep(lo)) != nil || buf.Len() > limit {
-		return false // as the shortest cut, encoded, confirms (a 413: rare)
+		return false // none to cut, or the shortest cut, encoded, confirms it (a 413: rare)
 	}
 	if s.logger != nil {
 		s.logger.Warn("reply size measured wrong: fitted by encoding", "bytes", buf.Len(), "max_payload", limit)

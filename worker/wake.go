@@ -184,6 +184,11 @@ func (w *Worker) wakeWaiters(ctx context.Context, m *modelWaiters) {
 	if since == 0 {
 		return
 	}
+	if time.Now().UnixNano()-m.woke.Load() < int64(wakeEvery) {
+		// Woken within wakeEvery: this wake would not run, so no dial
+		// (gone) for it. An answer while wakes linger asks for one each.
+		return
+	}
 	if m.gone(ctx) {
 		// The server counts as down again, which its last answer ended (one
 		// that answered a request and went down with the next, a crashing
