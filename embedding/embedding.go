@@ -193,6 +193,21 @@ func (c *Client) LastDown() time.Time {
 	return c.down.failedAt
 }
 
+// refuseDialTimeout bounds RefusesConnections' dial.
+const refuseDialTimeout = time.Second
+
+// RefusesConnections reports whether the embeddings server's address
+// refuses a TCP connection now (one dial of at most a second; false when
+// the requests go through a proxy: modelerr.RefusesConnections): a server
+// down, restarting after a crash. The worker asks it before waking the
+// embed jobs waiting for the server, as the extractor's
+// LLM.RefusesConnections before waking extractions: LastDown counts only
+// this client's requests, and a crash may have cut none of them (another
+// serve's, or none in flight).
+func (c *Client) RefusesConnections(ctx context.Context) bool {
+	return modelerr.RefusesConnections(ctx, c.cfg.BaseURL, c.cfg.HTTPClient, 1, 0, refuseDialTimeout)
+}
+
 // BatchSize is Config.BatchSize.
 func (c *Client) BatchSize() int { return c.cfg.BatchSize }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -323,5 +324,42 @@ func TestErrorHidesAnEchoOfTheTexts(t *testing.T) {
 	msg := err.Error()
 	if strings.Contains(msg, "pregnant") || !strings.Contains(msg, "input rejected") || !strings.Contains(msg, modelerr.EchoMark) {
 		t.Errorf("error %q should keep the server's words and hide the text it repeated", msg)
+	}
+}
+
+// TestRefusesConnections: the client tells a server whose address refuses
+// connections (stopped, a supervisor restarting it) from one that accepts,
+// answering or not; behind a proxy it never says refused, the address
+// dialled without the proxy saying nothing of the server. The worker asks
+// it before waking the embed jobs waiting for the server.
+func TestRefusesConnections(t *testing.T) {
+	ctx := context.Background()
+	srv := embeddingtest.New(t)
+	c := newClient(t, srv, embedding.Config{})
+	proxy, _ := url.Parse("http://127.0.0.1:1")
+	proxied := newClient(t, srv, embedding.Config{HTTPClient: &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxy)}}})
+	if c.RefusesConnections(ctx) {
+		t.Error("refuses connections while the server answers")
+	}
+	srv.Fail(http.StatusServiceUnavailable, "")
+	if c.RefusesConnections(ctx) {
+		t.Error("refuses connections while the server accepts them and answers 503")
+	}
+	srv.Stop()
+	if !c.RefusesConnections(ctx) {
+		t.Error("does not refuse connections while the server is stopped")
+	}
+	if proxied.RefusesConnections(ctx) {
+		t.Error("a client behind a proxy refuses connections: the server's address, dialled without the proxy, says nothing")
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	srv.Recover()
+	if c.RefusesConnections(ctx) {
+		t.Error("refuses connections after the server's restart")
+	}
+	if _, err := c.Embed(ctx, []string{"back"}); err != nil {
+		t.Errorf("embed after the server's restart: %v", err)
 	}
 }

@@ -2,12 +2,9 @@ package extractor
 
 import (
 	"context"
-	"errors"
-	"net"
-	"net/http"
-	"net/url"
-	"syscall"
 	"time"
+
+	"github.com/memoryd/memoryd/internal/modelerr"
 )
 
 // A connection cut mid-request is told apart from a server that went down
@@ -25,46 +22,10 @@ const (
 
 // refusesConnections reports whether the model server's address refuses a
 // TCP connection now (refused, or its host unreachable), within dials
-// tries. It sends nothing: a connection
-// made is closed at once. False when the requests go through a proxy
-// (HTTP_PROXY, HTTPS_PROXY): the cut may be the proxy's, and the server's
-// address, dialled without it, may refuse this host whatever the server
-// does (a firewall only the proxy passes).
+// tries crashDialGap apart (modelerr.RefusesConnections). False when the
+// requests go through a proxy: the cut may be the proxy's.
 func (l *LLM) refusesConnections(ctx context.Context, dials int) bool {
-	u, err := url.Parse(l.cfg.BaseURL)
-	if err != nil || u.Host == "" || l.proxied(u) {
-		return false
-	}
-	host := u.Host
-	if u.Port() == "" {
-		port := "80"
-		if u.Scheme == "https" {
-			port = "443"
-		}
-		host = net.JoinHostPort(u.Hostname(), port)
-	}
-	d := net.Dialer{Timeout: crashDialTimeout}
-	for i := range dials {
-		if i > 0 && sleepCtx(ctx, crashDialGap) != nil {
-			return false
-		}
-		c, err := d.DialContext(ctx, "tcp", host)
-		if err == nil {
-			_ = c.Close()
-			continue
-		}
-		if ctx.Err() != nil {
-			return false
-		}
-		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) {
-			return true
-		}
-		// A dial that timed out (one lost SYN outlasts crashDialTimeout)
-		// or a name that did not resolve says nothing of the server:
-		// tried again, and taken for a crash only if refused. Before, one
-		// such dial made the cut a crash, and two failed a turn for good.
-	}
-	return false
+	return modelerr.RefusesConnections(ctx, l.cfg.BaseURL, l.cfg.HTTPClient, dials, crashDialGap, crashDialTimeout)
 }
 
 // RefusesConnections reports whether the model server's address refuses
@@ -75,21 +36,6 @@ func (l *LLM) refusesConnections(ctx context.Context, dials int) bool {
 // closing just after its connections, and a wake of a server that
 // accepts waits one connection's time, not crashDialGap more.
 func (l *LLM) RefusesConnections(ctx context.Context) bool { return l.refusesConnections(ctx, 1) }
-
-// proxied reports whether requests to u go through a proxy, as far as the
-// HTTP client's transport says (an *http.Transport's Proxy).
-func (l *LLM) proxied(u *url.URL) bool {
-	rt := l.cfg.HTTPClient.Transport
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	t, ok := rt.(*http.Transport)
-	if !ok || t.Proxy == nil {
-		return false
-	}
-	p, err := t.Proxy(&http.Request{Method: http.MethodPost, URL: u, Header: http.Header{}})
-	return err != nil || p != nil
-}
 
 type aloneKey struct{}
 

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memoryd/memoryd/embedding"
+	"github.com/memoryd/memoryd/embedding/embeddingtest"
 	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/worker"
 )
@@ -137,17 +139,90 @@ func TestWakeOfAnotherServeWaitsForACrashedModelServer(t *testing.T) {
 	}
 }
 
+// TestWakeOfAnotherServeWaitsForACrashedEmbeddingsServer is
+// TestWakeOfAnotherServeWaitsForACrashedModelServer for the embed and
+// chunk embed jobs waiting for the embeddings server: with two serves
+// sharing it, a crash that cuts a request of serve A only leaves serve B
+// counting the server up (embedding.Client.LastDown zero: B's requests
+// were answered, none cut or refused since); a wake of B's that follows
+// its last answer, coming while the server refuses connections, wakes none
+// and counts no wake. B's next answer wakes them, that wake alone counted
+// toward their maxWakes. Before, B's wake brought every waiting job back
+// into the restart, each wake counted toward the job's bound.
+func TestWakeOfAnotherServeWaitsForACrashedEmbeddingsServer(t *testing.T) {
+	e := setup(t)
+	const marker = "ZZ-CRASH-THE-EMBEDDER-ZZ"
+	srv := embeddingtest.New(t)
+	embA, _ := unstartedEmbedServe(t, e, srv)
+	embB, wB := unstartedEmbedServe(t, e, srv)
+	ids := append(snoozedForTheServer(t, e, worker.EmbedJobKind, 2), snoozedForTheServer(t, e, worker.ChunkEmbedJobKind, 2)...)
+
+	// B's answer, which its wakes follow for wakeLinger.
+	if _, err := embB.Embed(e.ctx, []string{"My dog is named Rex."}); err != nil {
+		t.Fatalf("the server's answer to serve B: %v", err)
+	}
+	// The server goes down with A's request in flight, none of B's, and
+	// refuses connections while it restarts.
+	srv.CrashOn(marker, 0)
+	if _, err := embA.Embed(e.ctx, []string{"My dog is named Rex. " + marker}); err == nil {
+		t.Fatal("serve A's request the server went down with was answered")
+	}
+	srv.Stop()
+	if !embB.LastDown().IsZero() {
+		t.Fatal("serve B counts the server down, none of its requests cut or refused: the case this test is about is gone")
+	}
+	// One of B's wakes that follow its answer, coming now.
+	worker.WakeEmbedLingering(e.ctx, wB)
+	for i, st := range modelWaiters(t, e, ids) {
+		if st.state != "scheduled" || st.due || st.wakes != 0 || st.woken {
+			t.Errorf("job %d after serve B's wake while the embeddings server refuses connections: %+v; want still snoozed, no wake counted", ids[i], st)
+		}
+	}
+
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	srv.Recover()
+	if _, err := embB.Embed(e.ctx, []string{"My dog is named Rex."}); err != nil {
+		t.Fatalf("the server's answer to serve B after its restart: %v", err)
+	}
+	wB.EmbeddingsAnswered()
+	e.waitFor("the waiting jobs woken by the server's answer to serve B", func() (bool, string) {
+		st := modelWaiters(t, e, ids)
+		for _, s := range st {
+			if s.state != "available" || !s.due || !s.woken {
+				return false, fmt.Sprintf("%+v", st)
+			}
+		}
+		return true, ""
+	})
+	for i, st := range modelWaiters(t, e, ids) {
+		if st.wakes != 1 {
+			t.Errorf("job %d: %d wakes counted; want 1, the answer's", ids[i], st.wakes)
+		}
+	}
+}
+
 // snoozedForTheModel inserts n extraction jobs snoozed for the model
 // server (as outcome leaves them, a minute's wait counted), their snoozes
 // to end a minute from now, and returns their ids.
 func snoozedForTheModel(t *testing.T, e *env, n int) []int64 {
+	t.Helper()
+	return snoozedForTheServer(t, e, worker.ExtractJobKind, n)
+}
+
+// snoozedForTheServer inserts n jobs of kind snoozed for their server
+// (the model server's or the embeddings server's: outcome leaves both
+// alike, a minute's wait counted), their snoozes to end a minute from now,
+// and returns their ids.
+func snoozedForTheServer(t *testing.T, e *env, kind string, n int) []int64 {
 	t.Helper()
 	ids := make([]int64, n)
 	for i := range ids {
 		if err := e.store.Pool().QueryRow(e.ctx, `INSERT INTO river_job (kind, args, queue, state, max_attempts, scheduled_at, metadata)
 			VALUES ($1, '{}', 'q', 'scheduled', 5, now() + interval '1 minute',
 				'{"memoryd_snoozed_for": "model_unreachable", "memoryd_model_waits": 1, "memoryd_model_wait_ms": 60000}') RETURNING id`,
-			worker.ExtractJobKind).Scan(&ids[i]); err != nil {
+			kind).Scan(&ids[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -203,4 +278,17 @@ func unstartedServe(t *testing.T, e *env, url string) (*extractor.LLM, *worker.W
 		t.Fatal(err)
 	}
 	return llm, w
+}
+
+// unstartedEmbedServe is a serve's embeddings client of srv and a worker
+// embedding with it, not started: the test runs the wakes, and no job.
+func unstartedEmbedServe(t *testing.T, e *env, srv *embeddingtest.Server) (*embedding.Client, *worker.Worker) {
+	t.Helper()
+	emb := embedder(t, srv, "m1")
+	w, err := worker.New(worker.Config{Conn: e.nc, Store: e.store, Extractor: extractor.NewRules(), Embedder: emb,
+		Logger: slog.New(slog.DiscardHandler), Prefix: e.prefix, Stream: e.stream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return emb, w
 }

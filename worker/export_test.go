@@ -50,3 +50,12 @@ func WakeLingering(ctx context.Context, w *Worker) {
 	w.modelWaits.answered.Store(now)
 	w.wakeWaiters(ctx, &w.modelWaits)
 }
+
+// WakeEmbedLingering is WakeLingering for the embed jobs waiting for the
+// embeddings server.
+func WakeEmbedLingering(ctx context.Context, w *Worker) {
+	now := time.Now().UnixNano()
+	w.embedWaits.since.Store(now)
+	w.embedWaits.answered.Store(now)
+	w.wakeWaiters(ctx, &w.embedWaits)
+}

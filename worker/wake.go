@@ -59,7 +59,8 @@ type modelWaiters struct {
 	// set by New.
 	down func() bool
 	// refuses, when set, reports whether the server's address refuses
-	// connections now (extractor.LLM.RefusesConnections): set by New.
+	// connections now (extractor.LLM.RefusesConnections,
+	// embedding.Client.RefusesConnections): set by New.
 	refuses func(context.Context) bool
 }
 
@@ -262,8 +263,8 @@ func (w *Worker) aloneReleased(ctx context.Context) {
 	w.wakeAloneWaiter(ctx)
 }
 
-// connectionRefuser is an extractor that can tell whether its model
-// server refuses connections now (extractor.LLM).
+// connectionRefuser is an extractor or embedder that can tell whether its
+// server refuses connections now (extractor.LLM, embedding.Client).
 type connectionRefuser interface {
 	RefusesConnections(ctx context.Context) bool
 }

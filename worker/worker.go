@@ -782,6 +782,9 @@ func New(cfg Config) (*Worker, error) {
 			return !at.IsZero() && at.UnixNano() > w.embedWaits.answered.Load()
 		}
 	}
+	if r, ok := cfg.Embedder.(connectionRefuser); ok {
+		w.embedWaits.refuses = r.RefusesConnections
+	}
 	middleware := []rivertype.Middleware{w.jobs}
 	if cfg.TracerProvider != nil {
 		w.tracer = cfg.TracerProvider.Tracer(tracerName)

@@ -7,14 +7,16 @@
 // at a dimension chosen by its FNV hash, and the sum is scaled to unit
 // length. Texts sharing words are near; the same text always gets the same
 // vector. The server can be told to fail, to be slow and to change its
-// dimensions.
+// dimensions, and be stopped and restarted at its address (Stop, Restart).
 package embeddingtest
 
 import (
 	"encoding/json"
+	"fmt"
 	"hash/fnv"
 	"maps"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -33,7 +35,10 @@ const DefaultDims = 64
 type Server struct {
 	// URL is the API's base URL, ending in /v1: embedding.Config.BaseURL.
 	URL string
-	srv *httptest.Server
+	// srv serves now (another after Restart), under mu; addr is its
+	// address, the same after a Restart.
+	srv  *httptest.Server
+	addr string
 	// closed ends the waits of slow replies when the test ends.
 	closed chan struct{}
 
@@ -237,6 +242,7 @@ func New(t testing.TB) *Server {
 func Start() *Server {
 	s := &Server{dims: DefaultDims, closed: make(chan struct{})}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.addr = s.srv.Listener.Addr().String()
 	s.URL = s.srv.URL + "/v1"
 	return s
 }
@@ -244,7 +250,39 @@ func Start() *Server {
 // Close ends the waits of slow replies and stops the server. Call it once.
 func (s *Server) Close() {
 	close(s.closed)
-	s.srv.Close()
+	s.mu.Lock()
+	srv := s.srv
+	s.mu.Unlock()
+	srv.Close()
+}
+
+// Stop closes the server's listener and every connection, requests in
+// flight cut without a reply, as a server that crashed: its address
+// refuses connections until Restart.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	srv := s.srv
+	s.mu.Unlock()
+	srv.CloseClientConnections()
+	srv.Close()
+}
+
+// Restart serves again at the address Stop closed (URL unchanged), as a
+// supervisor restarts a crashed server; the failures it was told to give
+// are kept (Recover ends them).
+func (s *Server) Restart() error {
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return fmt.Errorf("embeddingtest: listen again at %s: %w", s.addr, err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	_ = srv.Listener.Close() // its own, on a port of its choosing
+	srv.Listener = ln
+	srv.Start()
+	s.mu.Lock()
+	s.srv = srv
+	s.mu.Unlock()
+	return nil
 }
 
 // SetDims changes the dimensions of later replies.

@@ -3,7 +3,8 @@
 // its Retry-After header. The LLM client (extractor) and the embeddings
 // client (embedding) both quote and honour them; each bounds and redacts
 // the message its own way. And how both hold their requests back while the
-// server counts as down (HoldBack, Prober, HeldReason).
+// server counts as down (HoldBack, Prober, HeldReason), and tell a server
+// whose address refuses connections (RefusesConnections).
 package modelerr
 
 import (
