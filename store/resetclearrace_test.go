@@ -143,11 +143,7 @@ func TestClearBesideAResetOfEveryUserKeepsWhatItRecorded(t *testing.T) {
 					EventID: "e1", CreatedAt: t0, Provenance: rules}); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := s.UpsertFacts(ctx, []store.FactWrite{
-					{UserID: "dave", Key: "location", Value: "Paris", SourceAt: t0, EventID: "e1", Provenance: rules},
-					{UserID: "dave", Key: "likes", Value: "chess", SourceAt: t0, EventID: "e1", Op: store.FactAdd, List: true, Provenance: rules},
-					{UserID: "dave", Key: "name", Value: "Dave", SourceAt: t0, EventID: "e3", Provenance: rules},
-				}); err != nil {
+				if _, err := s.UpsertFacts(ctx, daveExtracted(t0, rules)); err != nil {
 					t.Fatal(err)
 				}
 

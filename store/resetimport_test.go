@@ -52,11 +52,7 @@ func testImportBesideAReset(t *testing.T, typ string, importFirst bool) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.UpsertFacts(ctx, []store.FactWrite{
-		{UserID: "dave", Key: "location", Value: "Paris", SourceAt: t0, EventID: "e1", Provenance: rules},
-		{UserID: "dave", Key: "likes", Value: "chess", SourceAt: t0, EventID: "e1", Op: store.FactAdd, List: true, Provenance: rules},
-		{UserID: "dave", Key: "name", Value: "Dave", SourceAt: t0, EventID: "e3", Provenance: rules},
-	}); err != nil {
+	if _, err := s.UpsertFacts(ctx, daveExtracted(t0, rules)); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "dave", Question: "Where do I live?", Answer: "Paris",
@@ -193,4 +189,14 @@ func waitBlockedBy(t *testing.T, s *store.Store, h *statementHold, what string) 
 			  AND l.pid = ANY(pg_blocking_pids(w.pid))`, h.key).Scan(&n)
 		return err == nil && n == 1, fmt.Sprintf("%d waiting, %v", n, err)
 	})
+}
+
+// daveExtracted is what extraction made of dave's turns at t0: his
+// location and a list item from e1, his name from e3.
+func daveExtracted(t0 time.Time, rules store.Provenance) []store.FactWrite {
+	return []store.FactWrite{
+		{UserID: "dave", Key: "location", Value: "Paris", SourceAt: t0, EventID: "e1", Provenance: rules},
+		{UserID: "dave", Key: "likes", Value: "chess", SourceAt: t0, EventID: "e1", Op: store.FactAdd, List: true, Provenance: rules},
+		{UserID: "dave", Key: "name", Value: "Dave", SourceAt: t0, EventID: "e3", Provenance: rules},
+	}
 }

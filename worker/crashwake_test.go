@@ -63,20 +63,7 @@ func TestWakeAfterACrashWaitsForTheModelServer(t *testing.T) {
 		t.Error("the model server counts as down after it answered")
 	}
 	worker.ModelAnswered(w)
-	e.waitFor("the waiting jobs woken by the server's answer", func() (bool, string) {
-		st := states()
-		for _, s := range st {
-			if s.state != "available" || !s.due || !s.woken {
-				return false, fmt.Sprintf("%+v", st)
-			}
-		}
-		return true, ""
-	})
-	for i, st := range states() {
-		if st.wakes != 1 {
-			t.Errorf("job %d: %d wakes counted; want 1, the answer's", ids[i], st.wakes)
-		}
-	}
+	wokenOnce(t, e, ids, "the waiting jobs woken by the server's answer")
 }
 
 // TestWakeOfAnotherServeWaitsForACrashedModelServer: with two serves
@@ -123,20 +110,7 @@ func TestWakeOfAnotherServeWaitsForACrashedModelServer(t *testing.T) {
 		t.Fatalf("the server's answer to serve B after its restart: %v", err)
 	}
 	worker.ModelAnswered(wB)
-	e.waitFor("the waiting jobs woken by the server's answer to serve B", func() (bool, string) {
-		st := modelWaiters(t, e, ids)
-		for _, s := range st {
-			if s.state != "available" || !s.due || !s.woken {
-				return false, fmt.Sprintf("%+v", st)
-			}
-		}
-		return true, ""
-	})
-	for i, st := range modelWaiters(t, e, ids) {
-		if st.wakes != 1 {
-			t.Errorf("job %d: %d wakes counted; want 1, the answer's", ids[i], st.wakes)
-		}
-	}
+	wokenOnce(t, e, ids, "the waiting jobs woken by the server's answer to serve B")
 }
 
 // TestWakeOfAnotherServeWaitsForACrashedEmbeddingsServer is
@@ -187,20 +161,7 @@ func TestWakeOfAnotherServeWaitsForACrashedEmbeddingsServer(t *testing.T) {
 		t.Fatalf("the server's answer to serve B after its restart: %v", err)
 	}
 	wB.EmbeddingsAnswered()
-	e.waitFor("the waiting jobs woken by the server's answer to serve B", func() (bool, string) {
-		st := modelWaiters(t, e, ids)
-		for _, s := range st {
-			if s.state != "available" || !s.due || !s.woken {
-				return false, fmt.Sprintf("%+v", st)
-			}
-		}
-		return true, ""
-	})
-	for i, st := range modelWaiters(t, e, ids) {
-		if st.wakes != 1 {
-			t.Errorf("job %d: %d wakes counted; want 1, the answer's", ids[i], st.wakes)
-		}
-	}
+	wokenOnce(t, e, ids, "the waiting jobs woken by the server's answer to serve B")
 }
 
 // snoozedForTheModel inserts n extraction jobs snoozed for the model
@@ -291,4 +252,24 @@ func unstartedEmbedServe(t *testing.T, e *env, srv *embeddingtest.Server) (*embe
 		t.Fatal(err)
 	}
 	return emb, w
+}
+
+// wokenOnce waits until the jobs ids are woken (available, due, marked
+// woken), then checks that one wake was counted for each: the answer's.
+func wokenOnce(t *testing.T, e *env, ids []int64, what string) {
+	t.Helper()
+	e.waitFor(what, func() (bool, string) {
+		st := modelWaiters(t, e, ids)
+		for _, s := range st {
+			if s.state != "available" || !s.due || !s.woken {
+				return false, fmt.Sprintf("%+v", st)
+			}
+		}
+		return true, ""
+	})
+	for i, st := range modelWaiters(t, e, ids) {
+		if st.wakes != 1 {
+			t.Errorf("job %d: %d wakes counted; want 1, the answer's", ids[i], st.wakes)
+		}
+	}
 }
