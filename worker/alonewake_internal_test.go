@@ -89,3 +89,45 @@ func TestAloneWakeWaitsForTheModelServer(t *testing.T) {
 		t.Errorf("waiter not woken with the model server accepting connections")
 	}
 }
+
+// TestAloneWakeAtAnAnswerDuringTheDial: the model server's answer
+// arriving while a job letting modelAloneLock go dials the server (gone)
+// wakes the waiter, even when the dial then finds the server refusing:
+// the answer is newer. Before, the wake was marked due only after the
+// dial, so that answer found none due and the waiter stayed asleep until
+// the server's next answer or its own snooze (a review).
+func TestAloneWakeAtAnAnswerDuringTheDial(t *testing.T) {
+	e := raceSetup(t)
+	s := storetest.New(t)
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: "http://127.0.0.1:1/v1", Model: "fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := New(Config{Conn: e.js.Conn(), Store: s, Extractor: llm, Logger: slog.New(slog.DiscardHandler), Prefix: e.prefix, Stream: e.stream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id int64
+	if err := s.Pool().QueryRow(e.ctx, `INSERT INTO river_job (kind, args, queue, state, max_attempts, scheduled_at, metadata)
+		VALUES ($1, '{}', 'q', 'scheduled', 5, now() + interval '1 minute', jsonb_build_object($2::text, $3::text, $4::text, 1)) RETURNING id`,
+		ExtractJobKind, metaSnoozedFor, snoozedForAlone, metaAloneHolds).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	// The dial: the server answers an extraction while it is under way,
+	// then the dial is refused.
+	w.modelWaits.refuses = func(context.Context) bool {
+		w.modelAnswered()
+		return true
+	}
+	w.aloneReleased(context.Background())
+	var due bool
+	if err := s.Pool().QueryRow(e.ctx, `SELECT state = 'available' AND scheduled_at <= now() FROM river_job WHERE id = $1`, id).Scan(&due); err != nil {
+		t.Fatal(err)
+	}
+	if !due {
+		t.Errorf("waiter not woken by the model server's answer during the dial")
+	}
+	if w.aloneWakeDue.Load() {
+		t.Errorf("a wake is still due after the answer woke the waiter; want it taken once")
+	}
+}

@@ -253,14 +253,18 @@ const aloneWakeTimeout = 5 * time.Second
 // woke the next, which did the same, until every waiter waited out a
 // snooze of its own (a review). The wake waits for this serve's next
 // answer from the server (modelAnswered); the waiters' own snoozes, up to
-// maxAloneWait, bring them back meanwhile.
+// maxAloneWait, bring them back meanwhile. The wake is due before the
+// look at the server, so that an answer arriving during its dial wakes
+// the waiter (before, it was missed until the next answer); whichever of
+// the two takes the due wake does it, once.
 func (w *Worker) aloneReleased(ctx context.Context) {
+	w.aloneWakeDue.Store(true)
 	if w.modelWaits.gone(ctx) {
-		w.aloneWakeDue.Store(true)
 		return
 	}
-	w.aloneWakeDue.Store(false) // this wake is the one held back
-	w.wakeAloneWaiter(ctx)
+	if w.aloneWakeDue.CompareAndSwap(true, false) {
+		w.wakeAloneWaiter(ctx)
+	}
 }
 
 // connectionRefuser is an extractor or embedder that can tell whether its
