@@ -180,14 +180,12 @@ func TestContextUpdateWaitsForAForgetInProgress(t *testing.T) {
 		_, _, err := st.ForgetUser(context.Background(), "alice", events.UserToken("alice"), store.StreamPosition{}, store.RiverJobs{})
 		forgot <- err
 	}()
-	waiting := func(locktype string) bool {
-		var n int
-		if err := st.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = $1`, locktype).Scan(&n); err != nil {
-			t.Error(err)
-		}
-		return n > 0
-	}
-	eventstest.Eventually(t, "the forget to wait for the held turn", 30*time.Second, func() (bool, string) { return waiting("transactionid"), "" })
+	holder := backendPID(t, hold)
+	var forgetPID int
+	eventstest.Eventually(t, "the forget to wait for the held turn", 30*time.Second, func() (bool, string) {
+		forgetPID = waiterOf(t, st, "transactionid", holder)
+		return forgetPID != 0, ""
+	})
 
 	updated := make(chan error, 1)
 	go func() {
@@ -201,7 +199,7 @@ func TestContextUpdateWaitsForAForgetInProgress(t *testing.T) {
 			t.Fatalf("the update answered (%v) while a forget of the user was in progress", err)
 		default:
 		}
-		return waiting("advisory"), ""
+		return waiterOf(t, st, "advisory", forgetPID) != 0, ""
 	})
 	if err := hold.Rollback(ctx); err != nil {
 		t.Fatal(err)

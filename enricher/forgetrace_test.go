@@ -2,8 +2,11 @@ package enricher_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/events/eventstest"
@@ -39,32 +42,25 @@ func TestDirectWriteWaitsForAForgetInProgress(t *testing.T) {
 		_, _, err := st.ForgetUser(context.Background(), "alice", events.UserToken("alice"), store.StreamPosition{}, store.RiverJobs{})
 		forgot <- err
 	}()
-	waiting := func(locktype string) bool {
-		t.Helper()
-		var n int
-		if err := st.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = $1`, locktype).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n > 0
-	}
-	until := func(what string, cond func() bool) {
-		t.Helper()
-		eventstest.Eventually(t, what, 30*time.Second, func() (bool, string) { return cond(), "" })
-	}
-	until("the forget to wait for the held turn", func() bool { return waiting("transactionid") })
+	holder := backendPID(t, hold)
+	var forgetPID int
+	eventstest.Eventually(t, "the forget to wait for the held turn", 30*time.Second, func() (bool, string) {
+		forgetPID = waiterOf(t, st, "transactionid", holder)
+		return forgetPID != 0, ""
+	})
 
 	set := make(chan error, 1)
 	go func() {
 		_, err := h.client.SetFact(context.Background(), "alice", "city", "Paris")
 		set <- err
 	}()
-	until("facts.set to wait for the forget, or answer", func() bool {
+	eventstest.Eventually(t, "facts.set to wait for the forget, or answer", 30*time.Second, func() (bool, string) {
 		select {
 		case err := <-set:
 			t.Fatalf("facts.set answered (%v) while the forget of the same user was in progress", err)
 		default:
 		}
-		return waiting("advisory")
+		return waiterOf(t, st, "advisory", forgetPID) != 0, ""
 	})
 	if err := hold.Rollback(ctx); err != nil {
 		t.Fatal(err)
@@ -79,4 +75,30 @@ func TestDirectWriteWaitsForAForgetInProgress(t *testing.T) {
 	if f, err := st.Fact(ctx, "alice", "city"); err != nil || f.Value != "Paris" {
 		t.Fatalf("fact after the forget = %+v, %v; want city=Paris written after it", f, err)
 	}
+}
+
+// backendPID is the Postgres backend of tx's connection.
+func backendPID(t *testing.T, tx pgx.Tx) int {
+	t.Helper()
+	var pid int
+	if err := tx.QueryRow(context.Background(), `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// waiterOf is a backend waiting for a lock of locktype that backend holder
+// holds, or 0. Only the test's own: pg_locks is the whole server's, and
+// other tests and packages wait for locks of every type meanwhile (a count
+// of any advisory or transactionid wait let a test go on before its own
+// wait began, and fail, beside a CI run).
+func waiterOf(t *testing.T, st *store.Store, locktype string, holder int) int {
+	t.Helper()
+	var pid int
+	err := st.Pool().QueryRow(context.Background(), `SELECT pid FROM pg_locks
+		WHERE NOT granted AND locktype = $1 AND $2 = ANY(pg_blocking_pids(pid)) LIMIT 1`, locktype, holder).Scan(&pid)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		t.Fatal(err)
+	}
+	return pid
 }
