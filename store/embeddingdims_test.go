@@ -34,10 +34,16 @@ func TestEmbeddingDimsBesideAConcurrentRecord(t *testing.T) {
 		d, err := s.EmbeddingDims(ctx, "m", 8)
 		done <- result{d, err}
 	}()
+	// The first's backend: pg_stat_activity is the whole server's, and
+	// other tests record models too.
+	var holder int
+	if err := first.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
 	eventstest.Eventually(t, "the second record waiting for the first", 30*time.Second, func() (bool, string) {
 		var n int
 		err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO embedding_models%'`).Scan(&n)
+			WHERE wait_event_type = 'Lock' AND $1 = ANY(pg_blocking_pids(pid)) AND query LIKE '%INSERT INTO embedding_models%'`, holder).Scan(&n)
 		return err == nil && n > 0, fmt.Sprint(n, err)
 	})
 	if err := first.Commit(ctx); err != nil {
