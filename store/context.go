@@ -197,6 +197,11 @@ func (s *Store) InsertContext(ctx context.Context, items []ContextWrite) ([]int6
 	}
 	ids := make([]int64, n)
 	err := s.inTx(ctx, func(q *Store) error {
+		// First, as UpsertFacts: a reset of every user in flight commits
+		// first, or waits for this insert (see resetLock).
+		if err := q.lockResets(ctx); err != nil {
+			return err
+		}
 		// Held to the end of the transaction: a clear of these users waits
 		// for it, and it sees every clear committed before.
 		if err := q.lockClears(ctx, users, false); err != nil {

@@ -215,8 +215,16 @@ func (s *Store) SaveEmbeddings(ctx context.Context, model string, ws []Embedding
 	// before the insert: an item whose delete (prune, clear, forget) is
 	// in flight is waited for and, once it commits, left out. Joined
 	// without the lock, the statement saw the item in its snapshot, and
-	// the foreign key check then failed the whole batch.
-	tag, err := s.db.Exec(ctx, `
+	// the foreign key check then failed the whole batch. A reset of every
+	// user in flight is waited for first (lockResets): its delete of the
+	// items goes in the table's order, this lock in id order, and the two
+	// could each hold a row the other waits for.
+	var saved int64
+	err := s.inTx(ctx, func(q *Store) error {
+		if err := q.lockResets(ctx); err != nil {
+			return err
+		}
+		tag, err := q.db.Exec(ctx, `
 		WITH w AS (
 			SELECT * FROM unnest($2::bigint[], $3::bytea[], $4::int[], $5::bytea[]) AS w(id, h, d, v)
 		), live AS (
@@ -229,11 +237,14 @@ func (s *Store) SaveEmbeddings(ctx context.Context, model string, ws []Embedding
 		FROM live JOIN w ON w.id = live.id AND w.h = live.content_hash
 		ON CONFLICT (context_id, model) DO UPDATE
 			SET content_hash = excluded.content_hash, dims = excluded.dims, vector = excluded.vector, created_at = now()`,
-		model, ids, hashes, dims, vecs)
+			model, ids, hashes, dims, vecs)
+		saved = tag.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("save embeddings: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return saved, nil
 }
 
 // UserEmbeddings returns, in one query, the user's current vectors for

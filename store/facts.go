@@ -129,6 +129,15 @@ func (s *Store) UpsertFacts(ctx context.Context, facts []FactWrite) (int, error)
 	}
 	var changed int
 	err = s.inTx(ctx, func(q *Store) error {
+		// First (an extraction's save holds only the user and turn locks
+		// before it): a reset of every user deletes fact_clears, then
+		// fact_value_clears, then fact_items and facts, where applyFacts
+		// writes fact_value_clears, fact_clears, facts and fact_items in
+		// another order, so interleaved with it the two deadlocked (see
+		// resetLock).
+		if err := q.lockResets(ctx); err != nil {
+			return err
+		}
 		var err error
 		changed, err = q.applyFacts(ctx, writes)
 		return err
@@ -251,6 +260,11 @@ func (s *Store) SetFact(ctx context.Context, userID, key, value string) (Fact, b
 		stored bool
 	)
 	err := s.inTx(ctx, func(q *Store) error {
+		// First, as UpsertFacts (which a retracted value calls): see
+		// resetLock.
+		if err := q.lockResets(ctx); err != nil {
+			return err
+		}
 		if err := q.lockClears(ctx, []string{userID}, false); err != nil {
 			return err
 		}

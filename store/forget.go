@@ -263,7 +263,14 @@ func (s *Store) ResetMemory(ctx context.Context, userIDs []string) (Removed, Res
 // import_sources), a context clear or update (the clear of the pair's
 // turn, by which a reset keeps the turn's other items: DeleteContext,
 // UpdateContext) and a clear of direct writes (fact_direct_clears, which
-// a reset copies into fact_clears: DeleteFact, SetFactValues). A reset of
+// a reset copies into fact_clears: DeleteFact, SetFactValues), and every
+// other write of the tables it deletes from (UpsertFacts, InsertContext,
+// SetFact, ReplaceOffline: an extraction's save writes fact_value_clears
+// before fact_clears and facts before fact_items, the reverse of the
+// reset's order, and interleaved with it the two deadlocked,
+// TestExtractionBesideAResetOfEveryUserDeadlocksNot; SaveEmbeddings,
+// whose item locks go in id order, the reset's delete in the table's,
+// TestEmbeddingSaveWaitsForAResetOfEveryUser). A reset of
 // every user takes no per-user lock (there could be more users than
 // Postgres's lock table holds), and without this one it interleaved with them: its delete, whose snapshot predated the
 // writer's commit, waited for a row the writer held and re-checked the
@@ -274,9 +281,10 @@ func (s *Store) ResetMemory(ctx context.Context, userIDs []string) (Removed, Res
 // clears failed the reset on the clear's own row (a duplicate key).
 //
 // The writers take it shared first in their transaction, before the clear
-// locks and any row lock; only the user locks (LockUsers, which a reset of
-// every user does not take) may be held before it, and when they are, they
-// come first (the enricher's direct writes in forgetSafe, a forget, an
+// locks and any row lock of the tables a reset writes; only the user locks
+// (LockUsers, which a reset of every user does not take) and rows it never
+// waits for (an extraction's turns and usage, locked before its
+// UpsertFacts) may be held before it, and when they are, they come first (the enricher's direct writes in forgetSafe, a forget, an
 // import): a user lock taken after it would close a cycle through a forget,
 // behind which a reset of every user waits. The reset holds it and then
 // waits only for row locks, so no cycle closes through it; such a writer

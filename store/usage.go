@@ -159,6 +159,11 @@ func (s *Store) ReplaceOffline(ctx context.Context, r Reextraction) ([]string, e
 		}
 		return nil, err
 	}
+	// Before the clears' lock and the deletes below, as UpsertFacts takes
+	// it (see resetLock).
+	if err := s.lockResets(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.lockClears(ctx, []string{r.UserID}, false); err != nil {
 		return nil, err
 	}
