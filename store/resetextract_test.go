@@ -8,13 +8,14 @@ import (
 )
 
 // TestExtractionBesideAResetOfEveryUserDeadlocksNot: an extraction's
-// writes (UpsertFacts, which takes no reset lock) beside a reset of every
-// user (which takes no per-user lock). The extraction records a value
+// writes (UpsertFacts) beside a reset of every user (which takes no
+// per-user lock): the extraction waits for the reset, or the reset for it. The extraction records a value
 // delete (fact_value_clears) and then a clear (fact_clears); the reset
 // deletes fact_clears and then fact_value_clears: in opposite orders, the
 // reset waited for the value clear the extraction held, and the
 // extraction for the clear the reset had deleted, a deadlock that failed
-// one of them (40P01: the reset, when it waited first).
+// one of them (40P01: the reset, when it waited first). Both now take the
+// reset lock first.
 func TestExtractionBesideAResetOfEveryUserDeadlocksNot(t *testing.T) {
 	ctx, s := setup(t)
 	rules := store.Provenance{Extractor: "rules"}
