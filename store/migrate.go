@@ -188,6 +188,12 @@ func checkSearchPath(ctx context.Context, conn DBTX) error {
 		return fmt.Errorf("store: schema %s, the first of the search_path, is %d bytes long, more than the %d River allows: River names its notification channels after it (%q the longest), and Postgres refuses a channel name over 63 bytes, so River's notifications would fail, and with them, past 50 bytes, every job insert; use a schema of a shorter name (--database-url's search_path, or the role's or database's setting)",
 			*current, len(*current), MaxSchemaBytes, *current+".river_leadership")
 	}
+	if current != nil && strings.Contains(*current, `"`) {
+		// River quotes the channel it listens on without escaping the
+		// name (LISTEN "<schema>.river_insert"): a quote in it ends the
+		// identifier early, and every LISTEN fails.
+		return fmt.Errorf("store: schema %s, the first of the search_path, has a double quote in its name, which River's notification channels, named after it, cannot hold (its LISTEN would fail); use a schema whose name has none (--database-url's search_path, or the role's or database's setting)", *current)
+	}
 	return nil
 }
 

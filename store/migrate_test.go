@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	neturl "net/url"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -339,6 +340,39 @@ func TestMigrateRefusesASchemaNameTooLongForRiver(t *testing.T) {
 	}
 	if q := inserted(); q != "q" {
 		t.Errorf("River told of queue %q; want q", q)
+	}
+}
+
+// TestMigrateRefusesASchemaNameWithAQuote: a schema whose name holds a
+// double quote is refused by Migrate and by the check of a process that
+// does not migrate, naming the search_path: River listens on channels
+// named after the schema, quoted without escaping, so every LISTEN of its
+// notifier would fail. Before, such a schema migrated and River's
+// notifications failed at start.
+func TestMigrateRefusesASchemaNameWithAQuote(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	name := fmt.Sprintf(`t_%d_q"x`, time.Now().UnixNano())
+	quoted := pgx.Identifier{name}.Sanitize()
+	conn, err := pgx.Connect(ctx, storetest.BaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) }) // after the drop below
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+quoted); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := conn.Exec(context.Background(), "DROP SCHEMA "+quoted+" CASCADE"); err != nil {
+			t.Logf("drop schema %s: %v", quoted, err)
+		}
+	})
+	url := storetest.SearchPathURL(neturl.QueryEscape(quoted))
+	if err := migrate2(t, ctx, url); !contains(err, "has a double quote in its name") || !contains(err, "--database-url's search_path") {
+		t.Fatalf("migrate schema %s: %v; want it refused, naming the search_path", quoted, err)
+	}
+	if _, err := storetest.Unmigrated(t, url).PendingMigrations(ctx, migrations.FS); !contains(err, "has a double quote in its name") {
+		t.Fatalf("the check of a process that does not migrate, on schema %s: %v; want it refused", quoted, err)
 	}
 }
 
