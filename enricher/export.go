@@ -225,10 +225,10 @@ func wholeRunes(b []byte) []byte {
 
 // escapedLen bounds the bytes b takes inside a JSON string as the reply's
 // encoder writes it (without HTML escaping): quotes, backslashes and the
-// usual control characters take 2, other control characters 6, bytes of
-// multi-byte runes at most 2 (U+2028 and U+2029 are escaped: 6 bytes for
-// 3; an export is valid UTF-8, Postgres text), the rest 1. Counting beats
-// encoding each line only to measure it.
+// control characters with a short escape (\b \f \n \r \t) take 2, other
+// control characters 6, bytes of multi-byte runes at most 2 (U+2028 and
+// U+2029 are escaped: 6 bytes for 3; an export is valid UTF-8, Postgres
+// text), the rest 1. Counting beats encoding each line only to measure it.
 func escapedLen[T string | []byte](b T) int {
 	n := 0
 	for i := 0; i < len(b); i++ {
@@ -239,7 +239,7 @@ func escapedLen[T string | []byte](b T) int {
 
 func escapedByte(c byte) int {
 	switch {
-	case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
+	case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
 		return 2
 	case c < 0x20:
 		return 6

@@ -25,6 +25,7 @@ func TestEscapedLenBoundsTheReply(t *testing.T) {
 		{`{"type":"fact","key":"city"}` + "\n", true},
 		{"quotes \" and \\ backslashes\t\r\n", true},
 		{"control \x01\x1f and <html> & co", true},
+		{"backspace \b and form feed \f", true},
 		{"ünïcödé, 日本語, emoji 🙂", false},
 		{"line\u2028separator\u2029", false},
 		{"", true},
