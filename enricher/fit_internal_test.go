@@ -234,3 +234,68 @@ func TestEnrichLenIsReplyLen(t *testing.T) {
 		}
 	}
 }
+
+// lyingFitter is a fitter whose items, as item gives them, encode pad
+// bytes longer (or, negative, shorter: the ID left out) than in keep's
+// list: the sizes fit adds up are then wrong, as they never should be.
+type lyingFitter struct {
+	fitter
+	pad int
+}
+
+func (l lyingFitter) item(i int) any {
+	it := *l.fitter.item(i).(*events.ContextItem)
+	if l.pad < 0 {
+		return struct {
+			Question string `json:"question"`
+		}{it.Question}
+	}
+	it.Question += strings.Repeat("x", l.pad)
+	return it
+}
+
+// warnings counts the warnings logged.
+type warnings struct {
+	slog.Handler
+	n *int
+}
+
+func (h warnings) Handle(_ context.Context, r slog.Record) error {
+	*h.n++
+	return nil
+}
+
+func (h warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+// TestFitFallsBackWhenSizesAreWrong: should the sizes fit adds up from
+// the items ever disagree with the encoding (over or under), it says so
+// in a warning and keeps the cut the encoding binary search keeps, within
+// the limit, never a reply over it.
+func TestFitFallsBackWhenSizesAreWrong(t *testing.T) {
+	t.Parallel()
+	var items []events.ContextItem
+	for i := range 30 {
+		items = append(items, events.ContextItem{ID: int64(1000 + i), Question: fmt.Sprintf("question %d", i),
+			Answer: strings.Repeat("an answer of some length ", 1+i%4)})
+	}
+	page := contextPage(items, len(items))
+	whole := replyLen(page.keep(page.listed()))
+	for _, pad := range []int{-1, 40} {
+		for _, limit := range []int{whole / 4, whole / 2, whole - 1} {
+			var warned int
+			s := &Service{logger: slog.New(warnings{slog.DiscardHandler, &warned})}
+			var want, got bytes.Buffer
+			wantOK := (&Service{}).fitOld(&want, page, limit)
+			gotOK := s.fit(&got, lyingFitter{page, pad}, limit, false)
+			if gotOK != wantOK || got.String() != want.String() {
+				t.Errorf("pad %d, limit %d: fit %v, %d bytes; encoding every cut: %v, %d bytes", pad, limit, gotOK, got.Len(), wantOK, want.Len())
+			}
+			if gotOK && got.Len() > limit {
+				t.Errorf("pad %d, limit %d: %d bytes sent", pad, limit, got.Len())
+			}
+			if warned != 1 {
+				t.Errorf("pad %d, limit %d: %d warnings, want 1 (sizes measured wrong)", pad, limit, warned)
+			}
+		}
+	}
+}
