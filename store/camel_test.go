@@ -178,12 +178,17 @@ func TestMigration061ReindexesAnOldItemRewrittenMeanwhile(t *testing.T) {
 		_, err := s.Pool().Exec(ctx, string(body))
 		migrated <- err
 	}()
-	// The migration's end waits for the previous release's transaction.
+	// The migration's end waits for the previous release's transaction:
+	// old's backend (the database's other schemas run 061 too).
+	var holder int
+	if err := old.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var waiting bool
 		if err := s.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '-- The words of camelCase%')`).Scan(&waiting); err != nil {
+			WHERE $1 = ANY(pg_blocking_pids(pid)) AND query LIKE '-- The words of camelCase%')`, holder).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 		if waiting {

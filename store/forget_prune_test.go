@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -38,20 +39,23 @@ func TestForgetBesidePrune(t *testing.T) {
 	if _, err := hold.Exec(ctx, `SELECT FROM facts WHERE user_id = 'ana' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
+	// hold's backend: the forget waits for it. Not any wait of the
+	// database's: other tests' schemas are in it, and their forgets
+	// delete facts too.
+	var holder int
+	if err := hold.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
 	waiting := func(like string) {
 		t.Helper()
-		for range 200 {
+		eventstest.Eventually(t, "a wait for the held fact in "+like, 30*time.Second, func() (bool, string) {
 			var n int
 			if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-				WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1`, like).Scan(&n); err != nil {
+				WHERE $1 = ANY(pg_blocking_pids(pid)) AND query LIKE $2`, holder, like).Scan(&n); err != nil {
 				t.Fatal(err)
 			}
-			if n > 0 {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Fatalf("nothing waits in %q", like)
+			return n > 0, fmt.Sprint(n, " waiting")
+		})
 	}
 	forgot := make(chan error, 1)
 	go func() {

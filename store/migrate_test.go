@@ -138,7 +138,14 @@ func TestMigrateRetriesADeadlock(t *testing.T) {
 			return err == nil && ok, fmt.Sprint(err)
 		})
 	}
-	waiting("the migration at its gate, its index built", `SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted`)
+	// The gate's backend: 4242 is the same key in every schema of the
+	// database (another run of this test beside it).
+	var gatePID int
+	if err := gate.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&gatePID); err != nil {
+		t.Fatal(err)
+	}
+	waiting("the migration at its gate, its index built", fmt.Sprintf(`SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted
+		AND %d = ANY(pg_blocking_pids(pid))`, gatePID))
 	// The running transaction updates t: it waits for the index build's
 	// SHARE lock.
 	updated := make(chan error, 1)
