@@ -329,15 +329,7 @@ func TestUnusableVectorsCountAsMissing(t *testing.T) {
 // job retried, its items embedded again).
 func TestSaveEmbeddingsBesideADeleteOfOneItem(t *testing.T) {
 	ctx, s := setup(t)
-	ids := aliceItems(t, ctx, s, 3)
-	targets, err := s.EmbeddingTargets(ctx, "alice", ids, "m")
-	if err != nil || len(targets) != 3 {
-		t.Fatal(len(targets), err)
-	}
-	var ws []store.EmbeddingWrite
-	for _, tg := range targets {
-		ws = append(ws, store.EmbeddingWrite{ContextID: tg.ID, ContentHash: tg.ContentHash, Dims: 3, Vector: vec(tg.ID, "m")})
-	}
+	ids, ws := aliceWrites(t, ctx, s, 3)
 	tx, err := s.Pool().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -456,6 +448,22 @@ func TestDeleteOtherModelVectors(t *testing.T) {
 			t.Fatalf("batch %d: the model's own vectors %v; want %v", batch, got, want)
 		}
 	}
+}
+
+// aliceWrites inserts n context items of alice and returns their ids and
+// a vector of model "m" for each, as an embed job would save them.
+func aliceWrites(t *testing.T, ctx context.Context, s *store.Store, n int) ([]int64, []store.EmbeddingWrite) {
+	t.Helper()
+	ids := aliceItems(t, ctx, s, n)
+	targets, err := s.EmbeddingTargets(ctx, "alice", ids, "m")
+	if err != nil || len(targets) != n {
+		t.Fatal(len(targets), err)
+	}
+	var ws []store.EmbeddingWrite
+	for _, tg := range targets {
+		ws = append(ws, store.EmbeddingWrite{ContextID: tg.ID, ContentHash: tg.ContentHash, Dims: 3, Vector: vec(tg.ID, "m")})
+	}
+	return ids, ws
 }
 
 // aliceItems stores n items for alice, questions q0, q1, ..., and returns

@@ -67,15 +67,7 @@ func TestExtractionBesideAResetOfEveryUserDeadlocksNot(t *testing.T) {
 // a row the other waited for, and Postgres failed one of them (40P01).
 func TestEmbeddingSaveWaitsForAResetOfEveryUser(t *testing.T) {
 	ctx, s := setup(t)
-	ids := aliceItems(t, ctx, s, 3)
-	targets, err := s.EmbeddingTargets(ctx, "alice", ids, "m")
-	if err != nil || len(targets) != 3 {
-		t.Fatal(len(targets), err)
-	}
-	var ws []store.EmbeddingWrite
-	for _, tg := range targets {
-		ws = append(ws, store.EmbeddingWrite{ContextID: tg.ID, ContentHash: tg.ContentHash, Dims: 3, Vector: vec(tg.ID, "m")})
-	}
+	_, ws := aliceWrites(t, ctx, s, 3)
 	startReset, reset := resetAll(ctx, s)
 	saved := make(chan saveResult, 1)
 	holdFirst(t, s, "DELETE", "fact_value_clears", startReset, func() {
