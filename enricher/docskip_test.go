@@ -39,8 +39,8 @@ func (d *docReads) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndDa
 // chunks.
 func TestEnrichReadsDocumentsOnlyWithDefaults(t *testing.T) {
 	t.Parallel()
-	_, url := storetest.Schema(t)
-	st := storetest.Open(t, url) // migrates
+	url := storetest.Migrated(t) // a migrated schema of the pool
+	st := storetest.Unmigrated(t, url)
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)

@@ -72,7 +72,7 @@ func TestNonGoClientsFromProtocolDoc(t *testing.T) {
 	conf := permConf(t, dir, memorydBlock, permUser{"alice_frontend", "alice-pw", frontendBlock})
 	url := permStartNATS(t, dir, conf)
 
-	_, dbURL := storetest.Schema(t)
+	dbURL := storetest.Migrated(t) // serve finds nothing to migrate: stopped by startServe's cleanup
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", eventstest.FreePort(t))
 	serve := startServe(t, nil, "--database-url", withPoolCap(dbURL, servePoolConns), "--nats-url", url,
 		"--nats-user", "memoryd", "--nats-password", "memoryd-pw", "--http", httpAddr,

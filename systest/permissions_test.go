@@ -226,7 +226,9 @@ func permCheck(t *testing.T, memorydBlock, frontendBlock string) {
 		t.Fatalf("memoryd cannot connect with its documented permissions: %v", err)
 	}
 	t.Cleanup(md.Close)
-	_, dbURL := storetest.Schema(t)
+	// A migrated schema of the pool: the permissions tested are NATS's,
+	// and the migrations touch no subject.
+	dbURL := storetest.Migrated(t)
 	svc, err := app.New(app.Config{Conn: md, Store: store.Config{URL: dbURL}, Logger: slog.New(slog.DiscardHandler),
 		Worker: worker.Config{Workers: 2, FetchPollInterval: 50 * time.Millisecond}, Enricher: enricher.Config{Timeout: 5 * time.Second}})
 	if err != nil {

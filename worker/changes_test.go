@@ -332,8 +332,7 @@ func TestChangeTooLargeForTheServerGoesWithoutItsText(t *testing.T) {
 // hour and no notification is sent.
 func TestChangesWokenByTheirOwnCommits(t *testing.T) {
 	e := setup(t)
-	_, url := storetest.Schema(t)
-	storetest.Open(t, url) // migrated
+	url := storetest.Migrated(t)
 	var pub atomic.Pointer[worker.Changes]
 	quiet, err := store.Open(e.ctx, store.Config{URL: url, MaxConns: 4, MinConns: 1, Logger: slog.New(slog.DiscardHandler), QuietChanges: true,
 		Committed: func(ctx context.Context) {

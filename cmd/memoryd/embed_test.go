@@ -233,8 +233,8 @@ func TestEmbedBackfillEndsWhileMemoryKeepsArriving(t *testing.T) {
 // fake embeddings server, and a prefix and stream of the test's own.
 func embedSetup(t *testing.T, items ...store.ContextWrite) (dbURL string, s *store.Store, srv *embeddingtest.Server, prefix, stream string) {
 	t.Helper()
-	_, dbURL = storetest.Schema(t)
-	s = storetest.Open(t, dbURL)
+	dbURL = storetest.Migrated(t) // a migrated schema of the pool
+	s = storetest.Unmigrated(t, dbURL)
 	if _, err := s.InsertContext(context.Background(), items); err != nil {
 		t.Fatal(err)
 	}

@@ -20,8 +20,8 @@ import (
 // and returned at once, with no serve of the model to run those jobs.
 func TestEmbedBackfillAgainAfterNoWorkEmbeds(t *testing.T) {
 	t.Parallel()
-	_, dbURL := storetest.Schema(t)
-	s := storetest.Open(t, dbURL)
+	dbURL := storetest.Migrated(t) // a migrated schema of the pool
+	s := storetest.Unmigrated(t, dbURL)
 	// More items than two jobs hold (64 each, none with room to claim
 	// another): the command's two embed workers cannot take all of them
 	// at its start.

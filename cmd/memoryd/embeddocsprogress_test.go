@@ -24,8 +24,8 @@ import (
 // of a 17,000-chunk collection minutes, saying nothing of them.
 func TestEmbedBackfillReportsDocumentProgress(t *testing.T) {
 	t.Parallel()
-	_, dbURL := storetest.Schema(t)
-	s := storetest.Open(t, dbURL)
+	dbURL := storetest.Migrated(t) // a migrated schema of the pool
+	s := storetest.Unmigrated(t, dbURL)
 	ctx := context.Background()
 	var doc strings.Builder
 	doc.WriteString("# Handbook\n")

@@ -16,8 +16,8 @@ import (
 // 100 of 567 (an outside-in audit), which reads as the total.
 func TestFailedSaysWhenTheLimitCutTheList(t *testing.T) {
 	t.Parallel()
-	_, dbURL := storetest.Schema(t)
-	st := storetest.Open(t, dbURL)
+	dbURL := storetest.Migrated(t) // a migrated schema of the pool
+	st := storetest.Unmigrated(t, dbURL)
 	ctx := context.Background()
 	at := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	ids := []string{"a", "b", "c"}

@@ -19,8 +19,8 @@ import (
 // other than restarting serve); --json prints the prune job's report.
 func TestPruneCommand(t *testing.T) {
 	t.Parallel()
-	_, dbURL := storetest.Schema(t)
-	s := storetest.Open(t, dbURL)
+	dbURL := storetest.Migrated(t) // a migrated schema of the pool
+	s := storetest.Unmigrated(t, dbURL)
 	t0 := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
 	var ws []store.ContextWrite
 	for i := range 5 {

@@ -19,7 +19,9 @@ import (
 // that reach it (--nats-url, --prefix, --stream).
 func serveInProcess(t *testing.T, extra ...string) []string {
 	t.Helper()
-	_, dbURL := storetest.Schema(t)
+	// A migrated schema of the pool: serve finds nothing to migrate, and
+	// is stopped by the cleanup below.
+	dbURL := storetest.Migrated(t)
 	nc := eventstest.Conn(t)
 	prefix, stream := eventstest.Names(t, nc)
 	var stdout, stderr eventstest.SyncBuffer
