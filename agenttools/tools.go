@@ -603,11 +603,23 @@ func (s *Server) enter(ctx, cut context.Context, user string) (release func(), e
 // (its context's cause, or err, is errStopping), logged, and nil for any
 // other call; sent says whether the call had gone to memoryd (it may have
 // changed memory) or was cut while it waited its turn (nothing was asked).
+// A call whose last reply was memoryd's overloaded refusal is told that
+// nothing was done.
 func (s *Server) stopping(ctx context.Context, err error, what, user string, sent bool) error {
 	if !errors.Is(context.Cause(ctx), errStopping) && !errors.Is(err, errStopping) {
 		return nil
 	}
-	s.cfg.Logger.Warn("mcp tool call cut by the stop", "tool", what, "user_token", events.UserToken(user), "sent", sent)
+	refused := false
+	if svc := (*events.ServiceError)(nil); errors.As(err, &svc) && svc.Overloaded() {
+		// memoryd refused the last try without doing anything, and the
+		// stop cut retryOverloaded's pause before the next (review8).
+		refused = true
+	}
+	s.cfg.Logger.Warn("mcp tool call cut by the stop", "tool", what, "user_token", events.UserToken(user), "sent", sent && !refused)
+	if refused {
+		return errors.New("memory is unavailable: the MCP server is stopping and cut this call while memoryd was refusing it as overloaded " +
+			"(nothing was done); try again once it is back")
+	}
 	if !sent {
 		return errors.New("memory is unavailable: the MCP server is stopping and cut this call before sending it to memoryd " +
 			"(nothing was asked of memoryd); try again once it is back")
