@@ -14,8 +14,9 @@ import (
 // memoryd may have done it: nothing when it was cut waiting its turn or
 // when memoryd's last reply refused it as overloaded (the stop cut the
 // pause before the next try: before, it was told a change "may or may
-// not have been made"), maybe when it had been sent; a call not cut by
-// the stop is left alone.
+// not have been made"), maybe when it had been sent, also when it is a
+// later call of the tool refused after an earlier one changed memory
+// (clear_fact's second clear); a call not cut by the stop is left alone.
 func TestStoppingSaysWhatWasDone(t *testing.T) {
 	t.Parallel()
 	s := &Server{cfg: Config{Logger: slog.New(slog.DiscardHandler)}}
@@ -32,6 +33,7 @@ func TestStoppingSaysWhatWasDone(t *testing.T) {
 		{"cut waiting its turn", stopped, errStopping, false, "nothing was asked"},
 		{"cut in flight", stopped, context.Canceled, true, "may or may not have been made"},
 		{"cut in the pause after an overloaded refusal", stopped, overloaded, true, "nothing was done"},
+		{"cut in the pause after a later call's overloaded refusal", stopped, afterAChange{overloaded}, true, "may or may not have been made"},
 		{"not stopping", context.Background(), overloaded, true, ""},
 	} {
 		err := s.stopping(c.ctx, c.err, "set_fact", "alice", c.sent)

@@ -334,7 +334,9 @@ func (s *Server) newMCPServer(who identity, cut context.Context) *mcp.Server {
 				if err != nil || n > 0 {
 					break
 				}
-				n, err = c.ClearFact(ctx, user, earlier) // set as an earlier memoryd wrote its key
+				if n, err = c.ClearFact(ctx, user, earlier); err != nil { // set as an earlier memoryd wrote its key
+					err = afterAChange{err} // the first clear was recorded (review9)
+				}
 			}
 			return clearFactOut{Deleted: n > 0}, err
 		}))
@@ -604,13 +606,14 @@ func (s *Server) enter(ctx, cut context.Context, user string) (release func(), e
 // other call; sent says whether the call had gone to memoryd (it may have
 // changed memory) or was cut while it waited its turn (nothing was asked).
 // A call whose last reply was memoryd's overloaded refusal is told that
-// nothing was done.
+// nothing was done, unless an earlier call of it changed memory
+// (afterAChange).
 func (s *Server) stopping(ctx context.Context, err error, what, user string, sent bool) error {
 	if !errors.Is(context.Cause(ctx), errStopping) && !errors.Is(err, errStopping) {
 		return nil
 	}
 	refused := false
-	if svc := (*events.ServiceError)(nil); errors.As(err, &svc) && svc.Overloaded() {
+	if svc := (*events.ServiceError)(nil); errors.As(err, &svc) && svc.Overloaded() && !errors.As(err, new(afterAChange)) {
 		// memoryd refused the last try without doing anything, and the
 		// stop cut retryOverloaded's pause before the next (review8).
 		refused = true
@@ -627,6 +630,15 @@ func (s *Server) stopping(ctx context.Context, err error, what, user string, sen
 	return errors.New("memory is unavailable: the MCP server is stopping and cut this call before memoryd replied " +
 		"(a change it asked for may or may not have been made); try again once it is back")
 }
+
+// afterAChange is the error of a tool's later call to memoryd, one made
+// after an earlier call of the same tool changed memory (clear_fact's
+// clear of an earlier spelling of the key, after the key's own clear was
+// recorded): stopping does not tell its overloaded refusal "nothing was
+// done".
+type afterAChange struct{ error }
+
+func (e afterAChange) Unwrap() error { return e.error }
 
 func ptr[T any](v T) *T { return &v }
 
