@@ -1300,6 +1300,10 @@ func applyContextClears(ctx context.Context, q *Store, userID string, lines []an
 		return 0, err
 	}
 	if len(gone) > 0 {
+		// In id order (see lockItems).
+		if err := q.lockItems(ctx, "UPDATE", `x.user_id = $1 AND x.id = ANY($2)`, userID, gone); err != nil {
+			return 0, err
+		}
 		if _, err := q.db.Exec(ctx, `DELETE FROM context WHERE user_id = $1 AND id = ANY($2)`, userID, gone); err != nil {
 			return 0, err
 		}

@@ -409,9 +409,10 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 			// its terms: a prune holding one of them (its delete trigger
 			// then deletes the item's terms) otherwise waited for the
 			// terms deleted here while this waited for the item, a
-			// deadlock. A prune passes over the items locked here.
-			if _, err := s.db.Exec(ctx, `SELECT count(*) FROM (SELECT FROM context WHERE $1 OR user_id = ANY($2) FOR UPDATE) l`, all, userIDs); err != nil {
-				return fmt.Errorf("lock context: %w", err)
+			// deadlock. A prune passes over the items locked here. In id
+			// order, as an embedding save locks them (see lockItems).
+			if err := s.lockItems(ctx, "UPDATE", `$1 OR x.user_id = ANY($2)`, all, userIDs); err != nil {
+				return err
 			}
 			if _, err := s.db.Exec(ctx, `DELETE FROM context_terms WHERE $1 OR user_id = ANY($2)`, all, userIDs); err != nil {
 				return fmt.Errorf("delete context_terms: %w", err)
@@ -422,6 +423,15 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 			keep           string // what a reset keeps beyond rebuilt
 			n              *int64
 		}{{"fact_items", itemContent, "", &items}, {"facts", factContent, " AND NOT " + listFactKept, &r.Facts}, {"context", contextContent, " AND NOT " + clearedTurn, &r.Context}} {
+			// A reset of named users locks the items it deletes in id
+			// order first, as an embedding save does (see lockItems); a
+			// reset of every user needs not (the save waits for it, at
+			// resetLock), and a forget locked them all above.
+			if t.table == "context" && !withDirect && !all {
+				if err := s.lockItems(ctx, "UPDATE", `x.user_id = ANY($1) AND `+rebuilt(t.content)+t.keep, userIDs); err != nil {
+					return err
+				}
+			}
 			var users []string
 			if err := s.db.QueryRow(ctx, `WITH gone AS (
 				DELETE FROM `+t.table+` x WHERE ($1 OR user_id = ANY($2)) AND ($3 OR `+rebuilt(t.content)+t.keep+`) RETURNING user_id

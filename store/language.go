@@ -67,7 +67,12 @@ func (s *Store) SetLanguage(ctx context.Context, userID, language, config string
 			return fmt.Errorf("save language: %w", err)
 		}
 		// Rewrites the search vector and lengths of the user's items that
-		// are under another configuration (the generated columns follow).
+		// are under another configuration (the generated columns follow),
+		// locked in id order first, as every writer of several of a
+		// user's items locks them (see lockItems).
+		if err := q.lockItems(ctx, "NO KEY UPDATE", `x.user_id = $1 AND x.ts_config <> $2::regconfig::text`, userID, config); err != nil {
+			return fmt.Errorf("re-index context: %w", err)
+		}
 		tag, err := q.db.Exec(ctx, `UPDATE context SET ts_config = $2::regconfig::text WHERE user_id = $1 AND ts_config <> $2::regconfig::text`, userID, config)
 		if err != nil {
 			return fmt.Errorf("re-index context: %w", err)

@@ -140,6 +140,12 @@ func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, erro
 				return err
 			}
 		}
+		// Several items, in id order (see lockItems); one by id needs none.
+		if d.ID == 0 {
+			if err := q.lockItems(ctx, "UPDATE", `x.user_id = $1 AND ($2::bigint[] IS NULL OR x.id = ANY($2))`, d.UserID, nilIfNone(question, ids)); err != nil {
+				return err
+			}
+		}
 		del := func() error {
 			return q.db.QueryRow(ctx, `
 			WITH gone AS (
@@ -221,6 +227,23 @@ func (s *Store) lockClears(ctx context.Context, userIDs []string, exclusive bool
 	if _, err := s.db.Exec(ctx, `SELECT `+fn+`(hashtext('memoryd.clear.' || current_schema()), hashtext(u))
 		FROM (SELECT DISTINCT u FROM unnest($1::text[]) AS u ORDER BY u) users`, userIDs); err != nil {
 		return fmt.Errorf("lock clears: %w", err)
+	}
+	return nil
+}
+
+// lockItems locks, until the transaction ends, the context items (as x)
+// that cond selects (taking args), in id order, with the row lock mode
+// (UPDATE, NO KEY UPDATE). Every writer locking several of a user's items
+// takes them in this order, the one SaveEmbeddings locks its items in: a
+// delete or update of them in the table's order (an edited item's row lies
+// after those of later ids) could hold an item the save waited for while
+// it waited for one the save held, and Postgres failed one of them
+// (40P01), a forget, a clear or a reset answering that it failed
+// (TestEmbedSaveBesideForget and its siblings). Run it right before the
+// statement that deletes or updates them.
+func (s *Store) lockItems(ctx context.Context, mode, cond string, args ...any) error {
+	if _, err := s.db.Exec(ctx, `SELECT count(*) FROM (SELECT FROM context x WHERE `+cond+` ORDER BY x.id FOR `+mode+`) l`, args...); err != nil {
+		return fmt.Errorf("lock context items: %w", err)
 	}
 	return nil
 }

@@ -199,7 +199,10 @@ func (s *Store) ReplaceOffline(ctx context.Context, r Reextraction) ([]string, e
 		}
 	}
 	// A turn a clear covers keeps what is left of it: its new extraction
-	// is not stored (InsertContext).
+	// is not stored (InsertContext). In id order (see lockItems).
+	if err := s.lockItems(ctx, "UPDATE", `x.user_id = $1 AND x.event_id = ANY($2) AND x.extractor = $3 AND NOT `+clearedTurn, r.UserID, ids, r.Offline); err != nil {
+		return nil, fmt.Errorf("replace offline context: %w", err)
+	}
 	if _, err := s.db.Exec(ctx, `DELETE FROM context x WHERE user_id = $1 AND event_id = ANY($2) AND extractor = $3 AND NOT `+clearedTurn,
 		r.UserID, ids, r.Offline); err != nil {
 		return nil, fmt.Errorf("replace offline context: %w", err)
