@@ -41,6 +41,14 @@ func testConfig(t *testing.T) Config {
 	cfg.Worker.Workers, cfg.Worker.BatchSize, cfg.Worker.MaxAttempts = 4, 50, 3
 	cfg.Worker.JobTimeout, cfg.Enricher.Timeout = time.Minute, time.Second
 	cfg.LLM.Timeout, cfg.LLM.MaxConcurrency = 10*time.Second, 2
+	// What a test that is not about them need not pay for (some 0.1 s of
+	// Postgres CPU each, in every one of the package's apps): the check
+	// for a missing database, a connection of its own, which the tests of
+	// a new database ask for (onMissingDatabase), and the prune the
+	// default turn retention runs on start (an Exclusively connection, a
+	// River job), which the tests of the prune ask for with their limits.
+	cfg.Store.CreateDatabase = false
+	cfg.Worker.TurnRetention = -1
 	return cfg
 }
 
