@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/otel/attribute"
@@ -512,62 +511,30 @@ const enrichHeadroom = 64
 
 // enrichLen is replyLen(r), counted rather than encoded: r with its long
 // texts (the injection, facts' values, items' questions and answers,
-// chunks' texts) emptied is encoded, and their quoted lengths added
-// (jsonStringLen). A reply lowered to fit was encoded once a round, up
+// chunks' texts) emptied is encoded, and their escaped lengths added
+// (escapedLen; the emptied strings' quotes are in the encoding). A reply lowered to fit was encoded once a round, up
 // to a megabyte each, before the encoding that sends it.
 func enrichLen(r events.EnrichReply) int {
-	n := jsonStringLen(r.Injection) - 2
+	n := escapedLen(r.Injection)
 	r.Injection = ""
 	// Clones: r's slices are the reply's. Nil stays nil (null), empty
 	// stays empty ([]).
 	r.Facts = slices.Clone(r.Facts)
 	for i := range r.Facts {
-		n += jsonStringLen(r.Facts[i].Value) - 2
+		n += escapedLen(r.Facts[i].Value)
 		r.Facts[i].Value = ""
 	}
 	r.Context = slices.Clone(r.Context)
 	for i := range r.Context {
-		n += jsonStringLen(r.Context[i].Question) + jsonStringLen(r.Context[i].Answer) - 4
+		n += escapedLen(r.Context[i].Question) + escapedLen(r.Context[i].Answer)
 		r.Context[i].Question, r.Context[i].Answer = "", ""
 	}
 	r.Documents = slices.Clone(r.Documents)
 	for i := range r.Documents {
-		n += jsonStringLen(r.Documents[i].Text) - 2
+		n += escapedLen(r.Documents[i].Text)
 		r.Documents[i].Text = ""
 	}
 	return n + replyLen(r)
-}
-
-// jsonStringLen is the bytes of s as a JSON string in a reply, quotes
-// included: as encoding/json writes it without HTML escaping (\", \\,
-// \b, \f, \n, \r, \t; \u00XX for the other control characters; \ufffd
-// for each byte of invalid UTF-8; \u2028 and \u2029; the rest as is).
-// Exact, unlike escapedLen's bound.
-func jsonStringLen(s string) int {
-	n := 2
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
-				n += 2
-			case c < 0x20:
-				n += 6
-			default:
-				n++
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if (r == utf8.RuneError && size == 1) || r == '\u2028' || r == '\u2029' {
-			n += 6
-		} else {
-			n += size
-		}
-		i += size
-	}
-	return n
 }
 
 // replyLen is how many bytes v takes as a reply.

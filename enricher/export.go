@@ -223,31 +223,84 @@ func wholeRunes(b []byte) []byte {
 	return b
 }
 
-// escapedLen bounds the bytes b takes inside a JSON string as the reply's
-// encoder writes it (without HTML escaping): quotes, backslashes and the
-// control characters with a short escape (\b \f \n \r \t) take 2, other
-// control characters 6, bytes of multi-byte runes at most 2 (U+2028 and
-// U+2029 are escaped: 6 bytes for 3; an export is valid UTF-8, Postgres
-// text), the rest 1. Counting beats encoding each line only to measure it.
+// escapedLen is the bytes b takes inside a JSON string as the reply's
+// encoder writes it (encoding/json without HTML escaping), quotes not
+// counted: quotes, backslashes and the control characters with a short
+// escape (\b \f \n \r \t) take 2, other control characters 6 (\u00XX),
+// U+2028 and U+2029 6, each byte of invalid UTF-8 6 (\ufffd), the rest
+// as is. Exact, so that an export page of CJK text holds what fits, not
+// half; counting beats encoding each line only to measure it.
 func escapedLen[T string | []byte](b T) int {
 	n := 0
-	for i := 0; i < len(b); i++ {
-		n += escapedByte(b[i])
+	for i := 0; i < len(b); {
+		if c := b[i]; c < utf8.RuneSelf {
+			n += int(asciiEscaped[c])
+			i++
+			continue
+		}
+		size, esc := escapedRune(b, i)
+		n += esc
+		i += size
 	}
 	return n
 }
 
-func escapedByte(c byte) int {
-	switch {
-	case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
-		return 2
-	case c < 0x20:
-		return 6
-	case c >= 0x80:
-		return 2
-	default:
-		return 1
+// asciiEscaped is escapedLen of each ASCII byte: a table, as escapedLen
+// runs over every enrich reply's text (enrichBound).
+var asciiEscaped = func() (t [utf8.RuneSelf]uint8) {
+	for c := range t {
+		switch {
+		case c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t':
+			t[c] = 2
+		case c < 0x20:
+			t[c] = 6
+		default:
+			t[c] = 1
+		}
 	}
+	return t
+}()
+
+// escapedRune is the step encoding/json takes at b[i], a byte of 0x80 or
+// more: size is the bytes utf8.DecodeRune would read (a valid sequence,
+// or 1 for a byte of an invalid one) and esc the bytes written for them.
+// Decoded here rather than by utf8 so that it serves strings and byte
+// slices alike without a conversion.
+func escapedRune[T string | []byte](b T, i int) (size, esc int) {
+	c := b[i]
+	lo, hi := byte(0x80), byte(0xBF) // the second byte's range
+	switch {
+	case c >= 0xC2 && c <= 0xDF:
+		size = 2
+	case c >= 0xE0 && c <= 0xEF:
+		size = 3
+		if c == 0xE0 { // not overlong
+			lo = 0xA0
+		} else if c == 0xED { // not a surrogate
+			hi = 0x9F
+		}
+	case c >= 0xF0 && c <= 0xF4:
+		size = 4
+		if c == 0xF0 { // not overlong
+			lo = 0x90
+		} else if c == 0xF4 { // not over U+10FFFF
+			hi = 0x8F
+		}
+	default:
+		return 1, 6
+	}
+	if len(b)-i < size || b[i+1] < lo || b[i+1] > hi {
+		return 1, 6
+	}
+	for j := i + 2; j < i+size; j++ {
+		if b[j] < 0x80 || b[j] > 0xBF {
+			return 1, 6
+		}
+	}
+	if c == 0xE2 && b[i+1] == 0x80 && (b[i+2] == 0xA8 || b[i+2] == 0xA9) {
+		return 3, 6 // U+2028, U+2029
+	}
+	return size, size
 }
 
 // fitEscaped is the length of the longest start of b, ending on a rune
@@ -255,16 +308,17 @@ func escapedByte(c byte) int {
 // a split line always advances.
 func fitEscaped(b []byte, limit int) int {
 	n, end := 0, 0
-	for i := 0; i < len(b); {
-		_, w := utf8.DecodeRune(b[i:])
-		for _, c := range b[i : i+w] {
-			n += escapedByte(c)
+	for end < len(b) {
+		size, esc := 1, 0
+		if c := b[end]; c < utf8.RuneSelf {
+			esc = int(asciiEscaped[c])
+		} else {
+			size, esc = escapedRune(b, end)
 		}
-		if n > limit && end > 0 {
+		if n += esc; n > limit && end > 0 {
 			break
 		}
-		i += w
-		end = i
+		end += size
 	}
 	return end
 }

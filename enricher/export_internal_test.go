@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -13,37 +14,56 @@ import (
 	"github.com/memoryd/memoryd/events"
 )
 
-// TestEscapedLenBoundsTheReply: escapedLen is never under what the reply's
-// encoder writes for a line, and exact for ASCII, so that a page cut by it
-// stays under the payload limit without wasting it.
-func TestEscapedLenBoundsTheReply(t *testing.T) {
+// TestEscapedLenIsTheReplys: escapedLen is what the reply's encoder
+// writes for a line, whatever its bytes, so that a page cut by it stays
+// under the payload limit without wasting it (a bound that counted 2 a
+// byte of a multi-byte rune held half a page of CJK text).
+func TestEscapedLenIsTheReplys(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct {
-		line  string
-		exact bool
-	}{
-		{`{"type":"fact","key":"city"}` + "\n", true},
-		{"quotes \" and \\ backslashes\t\r\n", true},
-		{"control \x01\x1f and <html> & co", true},
-		{"backspace \b and form feed \f", true},
-		{"ünïcödé, 日本語, emoji 🙂", false},
-		{"line\u2028separator\u2029", false},
-		{"", true},
-	} {
+	check := func(line string) {
+		t.Helper()
 		var buf bytes.Buffer
-		if err := encodeReply(&buf, c.line); err != nil {
+		if err := encodeReply(&buf, line); err != nil {
 			t.Fatal(err)
 		}
 		want := buf.Len() - 2 // the quotes
-		got := escapedLen([]byte(c.line))
-		if got < want || (c.exact && got != want) {
-			t.Errorf("escapedLen(%q) = %d, encoded %d (exact: %v)", c.line, got, want, c.exact)
+		if got := escapedLen([]byte(line)); got != want {
+			t.Fatalf("escapedLen([]byte(%q)) = %d, encoded %d", line, got, want)
 		}
+		if got := escapedLen(line); got != want {
+			t.Fatalf("escapedLen(%q) = %d, encoded %d", line, got, want)
+		}
+	}
+	for _, line := range []string{
+		`{"type":"fact","key":"city"}` + "\n",
+		"quotes \" and \\ backslashes\t\r\n",
+		"control \x01\x1f and <html> & co \x7f",
+		"backspace \b and form feed \f",
+		"ünïcödé, 日本語, emoji 🙂",
+		"line\u2028separator\u2029",
+		"invalid \xff \xc0\x80 \xed\xa0\x80 \xf4\x90\x80\x80 \xe2\x80 cut \xf0\x9f\x99",
+		"",
+	} {
+		check(line)
+	}
+	// Random bytes, with every kind of byte the encoder treats apart
+	// (and pieces of multi-byte runes) made likely.
+	r := rand.New(rand.NewPCG(3, 5))
+	const tricky = "\u2028\u2029\"\\<>&\n\b\f\x7f\x01日🙂é\xed\xa0\xe0\xf4\x90\xc1"
+	for range 5000 {
+		b := make([]byte, r.IntN(40))
+		for j := range b {
+			b[j] = byte(r.IntN(256))
+			if r.IntN(2) == 0 {
+				b[j] = tricky[r.IntN(len(tricky))]
+			}
+		}
+		check(string(b))
 	}
 }
 
 // TestFitEscapedCutsOnARune: a split export line ends on a rune boundary,
-// within the limit, and always advances.
+// within the limit, as late as it can, and always advances.
 func TestFitEscapedCutsOnARune(t *testing.T) {
 	t.Parallel()
 	line := []byte(strings.Repeat("\x01é日", 100))
@@ -51,6 +71,9 @@ func TestFitEscapedCutsOnARune(t *testing.T) {
 		n := fitEscaped(line, limit)
 		if n == 0 || !utf8.Valid(line[:n]) || n > 1 && escapedLen(line[:n]) > limit {
 			t.Errorf("fitEscaped(limit %d) = %d: escaped %d, valid %v", limit, n, escapedLen(line[:n]), utf8.Valid(line[:n]))
+		}
+		if _, w := utf8.DecodeRune(line[n:]); n < len(line) && escapedLen(line[:n+w]) <= limit {
+			t.Errorf("fitEscaped(limit %d) = %d: the next rune fits too", limit, n)
 		}
 	}
 }
@@ -105,4 +128,24 @@ func TestExportBuildsOneAtATime(t *testing.T) {
 		t.Fatalf("a build after the release: %v", err)
 	}
 	again()
+}
+
+// BenchmarkEscapedLen: escapedLen runs over every enrich reply's text
+// (enrichBound) and every export line.
+func BenchmarkEscapedLen(b *testing.B) {
+	for _, c := range []struct{ name, text string }{
+		{"ascii", strings.Repeat("The quick brown fox said \"hi\" and jumped.\n", 2800)},
+		{"japanese", strings.Repeat("東京の天気はどうですか、明日は晴れるでしょう。", 1750)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.text)))
+			n := 0
+			for b.Loop() {
+				n += escapedLen(c.text)
+			}
+			if n == 0 {
+				b.Fatal("nothing counted")
+			}
+		})
+	}
 }
