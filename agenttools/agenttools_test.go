@@ -122,10 +122,10 @@ func call(t *testing.T, s *mcp.ClientSession, name string, args map[string]any, 
 	t.Helper()
 	res, err := callTool(s, name, args)
 	if err != nil {
-		t.Fatalf("%s(%v): %v", name, args, err)
+		t.Fatalf("%s(%v): %v", name, shortArgs(args), err)
 	}
 	if res.IsError {
-		t.Fatalf("%s(%v): tool error %s", name, args, text(res))
+		t.Fatalf("%s(%v): tool error %s", name, shortArgs(args), text(res))
 	}
 	data, err := json.Marshal(res.StructuredContent)
 	if err != nil {
@@ -137,7 +137,10 @@ func call(t *testing.T, s *mcp.ClientSession, name string, args map[string]any, 
 }
 
 func callTool(s *mcp.ClientSession, name string, args map[string]any) (*mcp.CallToolResult, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	// A hang's bound: a 2 MiB argument, parsed and checked against the
+	// tool's schema under the race detector, took over 20 s at load 15-22
+	// on 2 cores.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	return s.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
 }
@@ -148,10 +151,10 @@ func toolError(t *testing.T, s *mcp.ClientSession, name string, args map[string]
 	t.Helper()
 	res, err := callTool(s, name, args)
 	if err != nil {
-		t.Fatalf("%s(%v): protocol error %v; want a tool error", name, args, err)
+		t.Fatalf("%s(%v): protocol error %v; want a tool error", name, shortArgs(args), err)
 	}
 	if !res.IsError {
-		t.Fatalf("%s(%v) succeeded: %s; want a tool error", name, args, text(res))
+		t.Fatalf("%s(%v) succeeded: %s; want a tool error", name, shortArgs(args), text(res))
 	}
 	return text(res)
 }
@@ -164,6 +167,19 @@ func text(res *mcp.CallToolResult) string {
 		}
 	}
 	return b.String()
+}
+
+// shortArgs is args for a failure message: a string argument of a
+// megabyte (the size limits' cases) printed whole buried the message.
+func shortArgs(args map[string]any) map[string]any {
+	short := make(map[string]any, len(args))
+	for k, v := range args {
+		if s, ok := v.(string); ok && len(s) > 100 {
+			v = fmt.Sprintf("%.40s… (%d bytes)", s, len(s))
+		}
+		short[k] = v
+	}
+	return short
 }
 
 type fact struct{ Key, Value string }
@@ -759,7 +775,7 @@ func TestToolErrorsNameTheToolsFields(t *testing.T) {
 		{"clear_fact", map[string]any{"key": "Preferred Seat When Travelling By Long Distance Train For Business Trips"}, "use a shorter key"},
 	} {
 		if got := toolError(t, s, tc.tool, tc.args); !strings.Contains(got, tc.want) {
-			t.Errorf("%s %v: %q, want %q", tc.tool, tc.args, got, tc.want)
+			t.Errorf("%s %v: %q, want %q", tc.tool, shortArgs(tc.args), got, tc.want)
 		}
 	}
 	// A question alone is a memory, as the error says.
