@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
 )
@@ -88,6 +90,29 @@ func TestEmbedSaveBesideImportOfAClear(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A re-extraction by the model of turns the offline extractor processed
+// deletes the offline extractor's items of them (ReplaceOffline).
+func TestEmbedSaveBesideReplaceOffline(t *testing.T) {
+	ctx, s := setup(t)
+	lo, ws := disorderedItems(t, ctx, s, true)
+	if err := s.MarkProcessed(ctx, "alice", []string{"e1", "e2"}, store.Provenance{Extractor: "rules"}); err != nil {
+		t.Fatal(err)
+	}
+	embedSaveBeside(t, s, lo, ws, func(ctx context.Context) error {
+		return s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+			replaced, err := q.ReplaceOffline(ctx, store.Reextraction{UserID: "alice", EventIDs: []string{"e1", "e2"}, Offline: "rules",
+				Provenance: store.Provenance{Extractor: "llm", Model: "m"}})
+			if err == nil && len(replaced) != 2 {
+				err = fmt.Errorf("replaced %v, want e1 and e2", replaced)
+			}
+			return err
+		})
+	})
+	if n, err := s.CountContext(ctx, "alice"); err != nil || n != 0 {
+		t.Fatalf("alice's items after the re-extraction: %d (%v), want 0", n, err)
+	}
 }
 
 // An extraction restating both items (InsertContext's dedup update) locks
