@@ -244,8 +244,10 @@ func runForget(ctx context.Context, a *cli, args []string) error {
 	f := newFlags("forget", `Usage: memoryd forget --user U
 
 Deletes everything memoryd keeps about a user: facts, fact history, context,
-turns, pending jobs, and the user's events in the turn and dead-letter
-streams, so that no replay can bring them back. Prints the counts as JSON.`)
+turns, their extraction jobs (waiting or finished), token usage, language,
+their own document collections, and the user's events in the turn and
+dead-letter streams, so that no replay can bring them back. Prints the
+counts as JSON.`)
 	o.register(f)
 	f.ArgString(&user, "user", "", "the user id to forget (required)")
 	if err := f.Parse(args); err != nil {

@@ -363,7 +363,14 @@ func (f *flags) Parse(args []string) error {
 		fl := f.Lookup(name)
 		if fl == nil || name == "config" || f.args[name] {
 			if (fl == nil || f.args[name]) && !knownFlag(name) {
-				return &usageError{cmd: f.Name(), err: fmt.Errorf("%s: unknown key %q", configPath, key)}
+				err := fmt.Errorf("%s: unknown key %q", configPath, key)
+				if near := nearestKey(name); near != "" {
+					if strings.Contains(key, "_") {
+						near = strings.ReplaceAll(near, "-", "_")
+					}
+					err = fmt.Errorf("%s: unknown key %q: did you mean %q?", configPath, key, near)
+				}
+				return &usageError{cmd: f.Name(), err: err}
 			}
 			continue // a key for another command
 		}
@@ -580,6 +587,29 @@ func strayEnv(environ []string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// nearestKey is the configuration file key (a setting's flag name) within
+// two edits of name, the nearest, then the first in order, or "": a
+// misspelt key is named with its likely meaning, as a misspelt variable is.
+func nearestKey(name string) string {
+	var names []string
+	for _, f := range sharedFlags() {
+		f.VisitAll(func(fl *flag.Flag) {
+			if !f.args[fl.Name] && fl.Name != "config" {
+				names = append(names, fl.Name)
+			}
+		})
+	}
+	names = append(names, commandSettings...)
+	slices.Sort(names)
+	best, bestD := "", 3
+	for _, n := range slices.Compact(names) {
+		if d := editDistance(name, n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
 }
 
 // nearestEnv is the known variable within two edits of name (the nearest,

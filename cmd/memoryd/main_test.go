@@ -243,7 +243,7 @@ func TestConfigFilePrecedenceAndRedaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	errOut.Reset()
-	if code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, []string{"config", "print", "--config", path}); code != 2 || !strings.Contains(errOut.String(), `unknown key "wrokers"`) {
+	if code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, []string{"config", "print", "--config", path}); code != 2 || !strings.Contains(errOut.String(), `unknown key "wrokers": did you mean "workers"?`) {
 		t.Fatalf("misspelt key: exit %d, %q", code, errOut.String())
 	}
 	// A bad file value says what it must be, as a bad variable does, with
