@@ -1,6 +1,7 @@
 package extractor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"maps"
@@ -469,7 +470,15 @@ func TestRulesEveryRuleTested(t *testing.T) {
 	for i := range table {
 		without := &Rules{rules: append(append([]rule(nil), table[:i]...), table[i+1:]...)}
 		covered := false
-		for _, c := range cases {
+		// The rows whose text the rule's expression matches first: one of
+		// them usually notices, where the table's order ran half the rows
+		// under every rule (18 s of the race detector's CPU). Every row is
+		// still tried before a rule is found removable.
+		byMatch := slices.Clone(cases)
+		slices.SortStableFunc(byMatch, func(a, b rulesCase) int {
+			return cmp.Compare(b2i(!table[i].re.MatchString(a.user+"\n"+a.assistant)), b2i(!table[i].re.MatchString(b.user+"\n"+b.assistant)))
+		})
+		for _, c := range byMatch {
 			res, err := c.extract(without)
 			if err != nil {
 				t.Fatal(err)
@@ -641,4 +650,11 @@ func FuzzRules(f *testing.F) {
 			}
 		}
 	})
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
