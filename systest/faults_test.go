@@ -317,7 +317,9 @@ func TestWorkerSIGKILLMidIngestProcessesEachTurnOnce(t *testing.T) {
 	heavy(t)
 	e := newRelEnv(t, "")
 	turns, want := relTurns("k", 30, 100, nil) // enough that the ingest is still running at the kill
-	first := e.startServe(e.dbURL)
+	// --role ingest: the test asks nothing of enrich, whose pool and
+	// prepared statements each start would pay for.
+	first := e.startServe(e.dbURL, "--role", "ingest")
 	pubDone := make(chan error, 1)
 	go func() {
 		_, err := e.publishAll(turns, 10)
@@ -338,7 +340,7 @@ func TestWorkerSIGKILLMidIngestProcessesEachTurnOnce(t *testing.T) {
 	if err := <-pubDone; err != nil {
 		t.Fatal(err)
 	}
-	second := e.startServe(e.dbURL)
+	second := e.startServe(e.dbURL, "--role", "ingest")
 	begin := time.Now()
 	f := e.waitAllProcessed(len(turns), 3*time.Minute, second)
 	e.checkExactlyOnce(f, want, "favorite_number")
@@ -1001,7 +1003,8 @@ func TestPoisonTurnDoesNotBlockOthers(t *testing.T) {
 	light(t)
 	e := newRelEnv(t, "")
 	llm := newRelLLM(t, 20*time.Second)
-	serve := e.startServe(e.dbURL, "--llm-base-url", llm.URL(), "--llm-model", "fake",
+	// --role ingest: the test asks nothing of enrich.
+	serve := e.startServe(e.dbURL, "--role", "ingest", "--llm-base-url", llm.URL(), "--llm-model", "fake",
 		"--llm-timeout", "10s", "--max-attempts", "2", "--job-timeout", "30s")
 	poison := []events.Turn{
 		{ID: "x00-poison", UserID: "x00", UserMessage: "Turn x00-poison kind=POISON: my favorite number is 999", Timestamp: relT0.Add(time.Hour)},

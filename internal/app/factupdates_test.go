@@ -153,6 +153,10 @@ func fuExecute(t *testing.T, all []fuUser, r fuRun, record func(string, fuFacts)
 		cfg.LLM.BaseURL, cfg.LLM.Model = model.URL(), "scripted"
 	}
 	cfg.Worker.ExtractDebounce = r.debounce
+	// The ingest consumer and the workers only: the suite reads the store,
+	// never asks enrich (whose pool and prepared statements, opened on
+	// start, cost Postgres CPU in each of the runs' apps).
+	cfg.Role = RoleIngest
 	a := fuStart(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
