@@ -238,7 +238,7 @@ func escapedLen[T string | []byte](b T) int {
 			i++
 			continue
 		}
-		size, esc := escapedRune(b, i)
+		size, esc := escapedStep(b, i)
 		n += esc
 		i += size
 	}
@@ -261,15 +261,17 @@ var asciiEscaped = func() (t [utf8.RuneSelf]uint8) {
 	return t
 }()
 
-// escapedRune is the step encoding/json takes at b[i], a byte of 0x80 or
-// more: size is the bytes utf8.DecodeRune would read (a valid sequence,
-// or 1 for a byte of an invalid one) and esc the bytes written for them.
-// Decoded here rather than by utf8 so that it serves strings and byte
-// slices alike without a conversion.
-func escapedRune[T string | []byte](b T, i int) (size, esc int) {
+// escapedStep is the step encoding/json takes at b[i]: size is the bytes
+// utf8.DecodeRune would read (1 for ASCII, a valid sequence, or 1 for a
+// byte of an invalid one) and esc the bytes written for them. Decoded
+// here rather than by utf8 so that it serves strings and byte slices
+// alike without a conversion. escapedLen counts ASCII itself, inline.
+func escapedStep[T string | []byte](b T, i int) (size, esc int) {
 	c := b[i]
 	lo, hi := byte(0x80), byte(0xBF) // the second byte's range
 	switch {
+	case c < utf8.RuneSelf:
+		return 1, int(asciiEscaped[c])
 	case c >= 0xC2 && c <= 0xDF:
 		size = 2
 	case c >= 0xE0 && c <= 0xEF:
@@ -309,12 +311,7 @@ func escapedRune[T string | []byte](b T, i int) (size, esc int) {
 func fitEscaped(b []byte, limit int) int {
 	n, end := 0, 0
 	for end < len(b) {
-		size, esc := 1, 0
-		if c := b[end]; c < utf8.RuneSelf {
-			esc = int(asciiEscaped[c])
-		} else {
-			size, esc = escapedRune(b, end)
-		}
+		size, esc := escapedStep(b, end)
 		if n += esc; n > limit && end > 0 {
 			break
 		}

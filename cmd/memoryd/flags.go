@@ -578,7 +578,7 @@ func strayEnv(environ []string) []string {
 			continue
 		}
 		msg := fmt.Sprintf("%s is set, but no memoryd setting reads it", name)
-		if near := nearestEnv(name, known); near != "" {
+		if near := nearest(name, known); near != "" {
 			msg += fmt.Sprintf(": did you mean %s?", near)
 		} else {
 			msg += " (per-invocation arguments, such as --user, are read from the command line only)"
@@ -590,31 +590,26 @@ func strayEnv(environ []string) []string {
 }
 
 // nearestKey is the configuration file key (a setting's flag name) within
-// two edits of name, the nearest, then the first in order, or "": a
-// misspelt key is named with its likely meaning, as a misspelt variable is.
+// two edits of name, or "" (see nearest): a misspelt key is named with its
+// likely meaning, as a misspelt variable is.
 func nearestKey(name string) string {
-	var names []string
+	keys := map[string]bool{}
 	for _, f := range sharedFlags() {
 		f.VisitAll(func(fl *flag.Flag) {
 			if !f.args[fl.Name] && fl.Name != "config" {
-				names = append(names, fl.Name)
+				keys[fl.Name] = true
 			}
 		})
 	}
-	names = append(names, commandSettings...)
-	slices.Sort(names)
-	best, bestD := "", 3
-	for _, n := range slices.Compact(names) {
-		if d := editDistance(name, n); d < bestD {
-			best, bestD = n, d
-		}
+	for _, k := range commandSettings {
+		keys[k] = true
 	}
-	return best
+	return nearest(name, keys)
 }
 
-// nearestEnv is the known variable within two edits of name (the nearest,
-// then the first in order), or "".
-func nearestEnv(name string, known map[string]bool) string {
+// nearest is the known name within two edits of name (the nearest, then
+// the first in order), or "".
+func nearest(name string, known map[string]bool) string {
 	best, bestD := "", 3
 	for _, k := range slices.Sorted(maps.Keys(known)) {
 		if d := editDistance(name, k); d < bestD {
