@@ -395,8 +395,18 @@ func (s *Store) deleteVictims(ctx context.Context, candidates string, n int, arg
 	if hook, ok := ctx.Value(pruneChosenKey{}).(func()); ok {
 		hook()
 	}
+	// The delete's cascade bumps the embedding generation (migration 021)
+	// of each victim's user that has a row, which a writer may hold since
+	// an earlier statement and, after it, wait for a victim (an import, a
+	// re-extraction restating its pair): the victims' users' rows are
+	// locked here first, and a victim whose user's row is held is passed
+	// over like a locked item, so that the prune never waits for one
+	// (TestPruneBesideReplaceOffline). A user without a row has no vector,
+	// and a vector being saved holds its item (KEY SHARE).
 	tag, err := s.db.Exec(ctx, `DELETE FROM context WHERE id IN (
 		SELECT c.id FROM context c JOIN unnest($1::bigint[], $2::timestamptz[]) AS v(id, at) ON c.id = v.id AND c.created_at = v.at
+		WHERE NOT EXISTS (SELECT FROM embedding_generations g WHERE g.user_id = c.user_id)
+		   OR EXISTS (SELECT FROM embedding_generations g WHERE g.user_id = c.user_id FOR NO KEY UPDATE SKIP LOCKED)
 		FOR UPDATE OF c SKIP LOCKED)`, ids, ats)
 	if err != nil {
 		return 0, err

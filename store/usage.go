@@ -198,6 +198,21 @@ func (s *Store) ReplaceOffline(ctx context.Context, r Reextraction) ([]string, e
 			items = append(items, it)
 		}
 	}
+	// Every key the new extraction writes is locked here, in the order
+	// UpsertFacts takes the same locks: locking only the list keys first
+	// could deadlock with a writer taking them in order. Before the
+	// items' delete, which bumps the user's embedding generation (021)
+	// when they have vectors: an extraction holding a key (UpsertFacts)
+	// bumps the generation after it (InsertContext restating an item), and
+	// waited for this while this waited for the key
+	// (TestReplaceOfflineBesideExtraction).
+	touched := make(map[userKey]bool, len(facts))
+	for _, f := range facts {
+		touched[userKey{r.UserID, f.Key}] = true
+	}
+	if err := s.lockFactKeys(ctx, sortedKeys(touched)); err != nil {
+		return nil, err
+	}
 	// A turn a clear covers keeps what is left of it: its new extraction
 	// is not stored (InsertContext). In id order (see lockItems).
 	if err := s.lockItems(ctx, "UPDATE", `x.user_id = $1 AND x.event_id = ANY($2) AND x.extractor = $3 AND NOT `+clearedTurn, r.UserID, ids, r.Offline); err != nil {
@@ -211,16 +226,6 @@ func (s *Store) ReplaceOffline(ctx context.Context, r Reextraction) ([]string, e
 	// too, under the list's lock; UpsertFacts then rebuilds the key's row
 	// from the items left and the new ones. A row left with no item at all
 	// is deleted first, or UpsertFacts would adopt its stale value as items.
-	// Every key the new extraction writes is locked here, in the order
-	// UpsertFacts takes the same locks: locking only the list keys first
-	// could deadlock with a writer taking them in order.
-	touched := make(map[userKey]bool, len(facts))
-	for _, f := range facts {
-		touched[userKey{r.UserID, f.Key}] = true
-	}
-	if err := s.lockFactKeys(ctx, sortedKeys(touched)); err != nil {
-		return nil, err
-	}
 	if len(listKeys) > 0 {
 		_, names := splitKeys(sortedKeys(listKeys))
 		if _, err := s.db.Exec(ctx, `DELETE FROM fact_items i USING unnest($2::text[], $3::text[]) AS w(e, k)
