@@ -100,8 +100,9 @@ func docPhase(c docCommand) int {
 //
 // A command fails on a panic, a non-zero exit (the docs show success), or
 // missing shown output. A command shown at several places (the same
-// arguments, environment and shown output, in the same phase) runs once,
-// and each place is checked on that run. Commands that cannot run here are
+// arguments, environment and shown output, in the same phase, with no
+// command between that may change what it reads) runs once, and each
+// place is checked on that run. Commands that cannot run here are
 // listed in docSkips with the reason and logged. Every failure is
 // reported, each under its file:line, before the test ends.
 func TestDocumentedCommandsRun(t *testing.T) {
@@ -218,15 +219,21 @@ func TestDocumentedCommandsRun(t *testing.T) {
 	slices.SortStableFunc(plan, func(a, b planned) int { return a.phase - b.phase })
 
 	// A command the docs show at several places (`memoryd failed`, `memoryd
-	// migrate`, ... about half of the lines) runs once: each place's
+	// migrate`, ... 27 of the lines) runs once: each place's
 	// checks are made on that run's result. The same command means the
-	// same phase, environment, arguments and shown output, so every place
-	// is checked against a run of exactly what it shows.
-	type runKey struct{ phase, env, args, expect string }
+	// same phase, environment, arguments and shown output, and no command
+	// that may change what it reads run between (state, counted by each
+	// run of such a command): a `facts get` shown again after a `facts
+	// set` runs again, and is checked against what it prints then.
+	type runKey struct {
+		state                    int
+		phase, env, args, expect string
+	}
 	runs := map[runKey]struct {
 		where string
 		r     result
 	}{}
+	state := 0
 	published := false
 	for _, p := range plan {
 		c := p.c
@@ -239,11 +246,14 @@ func TestDocumentedCommandsRun(t *testing.T) {
 			published = false
 		}
 		t.Run(c.where, func(t *testing.T) {
-			key := runKey{fmt.Sprint(p.phase), strings.Join(c.env, "\x00"), strings.Join(c.args, "\x00"), strings.Join(c.expect, "\x00")}
+			key := runKey{state, fmt.Sprint(p.phase), strings.Join(c.env, "\x00"), strings.Join(c.args, "\x00"), strings.Join(c.expect, "\x00")}
 			run, done := runs[key]
 			if !done {
 				run.where, run.r = c.where, runMemoryd(dir, append(append([]string{}, env...), c.env...), 2*time.Minute, c.args...)
 				runs[key] = run
+				if !c.leavesState() {
+					state++
+				}
 			}
 			r := run.r
 			ran[filepath.Base(strings.Split(c.where, ":")[0])]++
@@ -275,6 +285,24 @@ func TestDocumentedCommandsRun(t *testing.T) {
 	if !serve.alive() {
 		t.Errorf("serve exited while the documented commands ran: %v\n%s", serve.err, serve.tail())
 	}
+}
+
+// leavesState reports whether c changes nothing a later command reads (the
+// memory, the streams, the files of the working directory): it prints,
+// or, for `migrate`, applies what serve's start applied before any command
+// ran. Every other command may, and a command shown again after it runs
+// again (TestDocumentedCommandsRun).
+func (c docCommand) leavesState() bool {
+	switch c.args[0] {
+	case "help", "-h", "--help", "version", "--version", "health", "migrate",
+		"failed", "deadletters", "stats", "enrich":
+		return true
+	case "config":
+		return len(c.args) > 1 && c.args[1] == "print"
+	case "facts", "memory":
+		return len(c.args) > 1 && slices.Contains([]string{"get", "list", "history", "search"}, c.args[1])
+	}
+	return false
 }
 
 // docHelp is what `memoryd <command> -h` printed, and the flags it lists
