@@ -371,6 +371,14 @@ func finishForget(ctx context.Context, js jetstream.JetStream, st *store.Store, 
 		logger.Warn("finished a forget cut short, but could not mark it finished: the next start reads the streams for it again",
 			"user_token", r.Token, "error", err)
 	}
+	if docs == 0 && n+moved == 0 && dead == 0 {
+		// Nothing was left: another process finished it at the same start
+		// (each reads the record; a walk restarting two serves at once got
+		// this warning twice, one saying 0 events were "still here").
+		logger.Info("marked a forget cut short finished: nothing of it was left",
+			"user_token", r.Token, "forgotten_at", r.ForgottenAt)
+		return
+	}
 	logger.Warn("finished a forget cut short: its memory was deleted, its documents or events were still here",
 		"user_token", r.Token, "forgotten_at", r.ForgottenAt, "documents", docs, "stream_events", n+moved, "dead_letters", dead)
 }

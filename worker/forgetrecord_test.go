@@ -241,6 +241,31 @@ func TestForgetCutShortIsFinishedAtStart(t *testing.T) {
 	if got, want := e.docsOf("bob"), []string{"notes/a"}; !slices.Equal(got, want) {
 		t.Errorf("bob's documents after a start: %q; want %q", got, want)
 	}
+
+	// Another process reading the record before the first marked it
+	// finished (two serves started together) finds nothing left: it says
+	// so at info, not that events or documents were still here.
+	rec := e.forgetRecord("alice")
+	rec.Unfinished = true
+	kv, err := e.js.KeyValue(e.ctx, worker.ForgetsBucket(e.stream))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(e.ctx, worker.ForgetKey("alice"), b); err != nil {
+		t.Fatal(err)
+	}
+	var logs2 lockedBuffer
+	e.start(extractor.NewRules(), func(c *worker.Config) { c.Logger = slog.New(slog.NewTextHandler(&logs2, nil)) })
+	if !strings.Contains(logs2.String(), "marked a forget cut short finished: nothing of it was left") || strings.Contains(logs2.String(), "finished a forget cut short:") {
+		t.Errorf("a second start finding nothing of the forget left logged:\n%s", logs2.String())
+	}
+	if e.forgetRecord("alice").Unfinished {
+		t.Error("the record is still unfinished after the second start")
+	}
 }
 
 // A forget cut short of a user whose id is not its token (a hashed one):
