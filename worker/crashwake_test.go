@@ -198,13 +198,16 @@ type modelWaiter struct {
 	woken bool
 }
 
-// modelWaiters returns the jobs ids as they are now.
+// modelWaiters returns the jobs ids as they are now. Due: scheduled
+// within 5 s of Postgres's now(), since a wake stamps by store.Clock,
+// which a slow reading may put a little ahead of it (see
+// TestRetryWaitingEmbeds); the waits told apart are a minute.
 func modelWaiters(t *testing.T, e *env, ids []int64) []modelWaiter {
 	t.Helper()
 	out := make([]modelWaiter, len(ids))
 	for i, id := range ids {
 		var meta []byte
-		if err := e.store.Pool().QueryRow(e.ctx, `SELECT state, scheduled_at <= now(), metadata FROM river_job WHERE id = $1`, id).
+		if err := e.store.Pool().QueryRow(e.ctx, `SELECT state, scheduled_at <= now() + interval '5 seconds', metadata FROM river_job WHERE id = $1`, id).
 			Scan(&out[i].state, &out[i].due, &meta); err != nil {
 			t.Fatal(err)
 		}
