@@ -146,6 +146,12 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 		fmt.Fprintf(a.stderr, "the reset deleted %d facts and %d context items and the replay stopped before reading everything back: "+
 			"the users in scope have only what it rebuilt until you run memoryd replay again (with or without --reset)\n", p.Removed.Facts, p.Removed.Context)
 	}
+	if err != nil && ctx.Err() != nil && inc == nil {
+		// Stopped (Ctrl-C, SIGTERM) before it read everything: the operator knows why,
+		// and "replay: requeue turns: context canceled" said it in the
+		// store's words (walk7).
+		return fmt.Errorf("interrupted after reading %d of %d events (%d turns enqueued for extraction); re-running replay is safe", p.Read, p.Total, p.Enqueued)
+	}
 	if err != nil {
 		return err
 	}
@@ -155,13 +161,17 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 		if u := p.Unreplayable; u.Items > 0 {
 			fmt.Fprintf(a.stdout, "a --reset would delete %d items of memory (of %d user(s)) extracted from %d recorded turns the stream no longer holds (recorded from sequences %d-%d): it is refused without --allow-loss\n",
 				u.Items, u.Users, u.Turns, u.FirstSeq, u.LastSeq)
+		} else if reset {
+			// Said too when it passes: silence read as a check not made
+			// (walk7).
+			fmt.Fprintln(a.stdout, "a --reset would pass the loss check: every item of memory it would delete came from turns the stream still holds")
 		}
 		return nil
 	}
 	fmt.Fprintf(a.stdout, "read %d events (%d invalid, %d opted out), %d turns enqueued for extraction in %s\n",
 		p.Read, p.Invalid, p.OptedOut, p.Enqueued, p.Elapsed.Round(time.Millisecond))
 	if p.Forgotten > 0 {
-		fmt.Fprintf(a.stdout, "%d events skipped: a forget of their user covers them (one ran beside the replay, one's stream side did not finish, or the stream came back from a backup older than the forget); they stay forgotten, and %d were deleted from the stream\n", p.Forgotten, p.ForgottenDeleted)
+		fmt.Fprintf(a.stdout, "%d events skipped: a forget of their user covers them (one ran beside the replay, one's stream side did not finish, or the stream came back from a backup older than the forget); they stay forgotten, and %d are no longer in the stream (deleted now, or by the forget already)\n", p.Forgotten, p.ForgottenDeleted)
 	}
 	if rest := int(p.Read) - p.Invalid - p.OptedOut - p.Forgotten - p.Enqueued; rest > 0 {
 		// So that the summary adds up.

@@ -425,6 +425,11 @@ func TestReplayOutput(t *testing.T) {
 		t.Errorf("replay stdout: %q", out)
 	}
 	jsonLines(t, errOut) // every stderr line is a log record
+	// A reset's dry run says its loss check passes, not only when it fails.
+	out, errOut, code = runArgs(context.Background(), append([]string{"replay", "--dry-run", "--reset"}, common...)...)
+	if code != 0 || !strings.Contains(out, "would pass the loss check") {
+		t.Errorf("replay --dry-run --reset: exit %d, stdout %q, stderr %q; want it to say the loss check passes", code, out, errOut)
+	}
 }
 
 // replaySetup publishes n turns (publishTurns) to a stream of its own and
@@ -640,6 +645,9 @@ func TestInterruptedReplayResetSaysTheMemoryIsGone(t *testing.T) {
 	code := run(rctx, &cli{stdout: &out, stderr: errOut}, append([]string{"replay", "--reset"}, common...))
 	if code == 0 || !strings.Contains(errOut.String(), "the reset deleted") || !strings.Contains(errOut.String(), "run memoryd replay again") {
 		t.Errorf("replay --reset interrupted while it reads: exit %d, stderr %q; want it to say the memory is deleted and to run replay again", code, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "memoryd replay: interrupted after reading ") || strings.Contains(errOut.String(), "context canceled") {
+		t.Errorf("replay --reset interrupted while it reads: stderr %q; want the error said as an interruption, not as the store's \"context canceled\"", errOut.String())
 	}
 
 	// It is not only that command that knows: a replay of someone else

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -136,6 +137,9 @@ func (o *connOptions) logger(a *cli) (*slog.Logger, error) {
 	if scheme, _, ok := strings.Cut(o.databaseURL, "://"); ok && scheme != "postgres" && scheme != "postgresql" {
 		return nil, usage("--database-url is a %s:// URL: memoryd needs a postgres:// (or postgresql://) URL, or key=value settings", scheme)
 	}
+	if err := checkNATSURL(o.nats.URL); err != nil {
+		return nil, usage("--nats-url %v", err)
+	}
 	if o.nats.Password != "" && o.nats.PasswordFile != "" {
 		return nil, usage("--nats-password and --nats-password-file are both set; give one")
 	}
@@ -177,6 +181,44 @@ func (o *connOptions) logger(a *cli) (*slog.Logger, error) {
 		return slog.New(newRiverQuiet(slog.NewJSONHandler(a.stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: readableDurations}))), nil
 	}
 	return nil, usage("--log-format %q is not auto, text or json", o.logFormat)
+}
+
+// checkNATSURL refuses a --nats-url that nats.go would dial at another
+// address than the one meant, or cannot parse: "nats//127.0.0.1:4222" (a
+// colon lost) dialed a host named "nats" and "127.0.0.1:4222:1" a port
+// "1", both then reported as "NATS is not reachable" (walk7). It reads
+// each comma-separated URL as nats.go does (nats:// when no scheme, 4222
+// when no port). Only the host and path are echoed: a URL may hold a
+// password.
+func checkNATSURL(list string) error {
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue // nats.go skips empty entries
+		}
+		if !strings.Contains(s, "://") {
+			s = "nats://" + s
+		}
+		u, err := url.Parse(s)
+		if err != nil {
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err // without the URL it quotes
+			}
+			return fmt.Errorf("is not a URL such as nats://127.0.0.1:4222: %v", err)
+		}
+		hostPort := u.Host
+		if u.Port() == "" {
+			hostPort = strings.TrimSuffix(hostPort, ":") + ":4222"
+		}
+		if _, _, err := net.SplitHostPort(hostPort); err != nil {
+			return fmt.Errorf("names no host and port to dial (%q); give scheme://host:port, such as nats://127.0.0.1:4222", u.Host)
+		}
+		// A websocket URL may have a path; nats.go ignores any other's.
+		if u.Scheme != "ws" && u.Scheme != "wss" && strings.Trim(u.Path, "/") != "" {
+			return fmt.Errorf("reads as host %q and path %q, and a NATS URL has no path: give scheme://host:port, such as nats://127.0.0.1:4222", u.Host, u.Path)
+		}
+	}
+	return nil
 }
 
 func isTerminal(f *os.File) bool {

@@ -363,8 +363,13 @@ func (f *flags) Parse(args []string) error {
 		fl := f.Lookup(name)
 		if fl == nil || name == "config" || f.args[name] {
 			if (fl == nil || f.args[name]) && !knownFlag(name) {
-				err := fmt.Errorf("%s: unknown key %q", configPath, key)
-				if near := nearestKey(name); near != "" {
+				// Like a variable's: a per-invocation argument is said to be
+				// one, not matched to a setting spelt alike ("file" was
+				// answered "did you mean role?"; a review).
+				err := fmt.Errorf("%s: unknown key %q (per-invocation arguments, such as --user, are read from the command line only)", configPath, key)
+				if f.args[name] {
+					err = fmt.Errorf("%s: key %q is --%s, an argument of memoryd %s read from the command line only", configPath, key, name, f.Name())
+				} else if near := nearestKey(name); near != "" {
 					if strings.Contains(key, "_") {
 						near = strings.ReplaceAll(near, "-", "_")
 					}
@@ -608,9 +613,14 @@ func nearestKey(name string) string {
 }
 
 // nearest is the known name within two edits of name (the nearest, then
-// the first in order), or "".
+// the first in order), or "". A short name (under 6 bytes after MEMORYD_)
+// takes one edit at most: two turn most short words into another ("file"
+// into "role").
 func nearest(name string, known map[string]bool) string {
 	best, bestD := "", 3
+	if len(strings.TrimPrefix(name, "MEMORYD_")) < 6 {
+		bestD = 2
+	}
 	for _, k := range slices.Sorted(maps.Keys(known)) {
 		if d := editDistance(name, k); d < bestD {
 			best, bestD = k, d

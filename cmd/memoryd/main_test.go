@@ -113,6 +113,47 @@ func TestUnknownCommandAndBadEnv(t *testing.T) {
 	}
 }
 
+// TestCheckNATSURL: a --nats-url nats.go would dial at another address
+// than the one written is refused before any dial, naming what it read; a
+// URL nats.go dials as meant passes. The password is never echoed.
+func TestCheckNATSURL(t *testing.T) {
+	for _, tc := range []struct {
+		url  string
+		want string // "" for accepted
+	}{
+		{"nats://127.0.0.1:4222", ""},
+		{"127.0.0.1:4222", ""},
+		{"localhost", ""},
+		{"nats://:4222", ""},
+		{"[::1]:4222", ""},
+		{"tls://nats.example.com:4443/", ""},
+		{"ws://127.0.0.1:8080/nats", ""}, // websocket URLs may have a path
+		{"nats://a:4222, nats://b:4222,", ""},
+		{"nats://u:pw@127.0.0.1:4222", ""},
+		{"nats//127.0.0.1:4222", `reads as host "nats" and path "//127.0.0.1:4222"`},
+		{"127.0.0.1:4222:1", `names no host and port to dial ("127.0.0.1:4222:1")`},
+		{"nats://u:secret@127.0.0.1:42x2", `invalid port ":42x2" after host`},
+		{"nats://a:4222,nats://b:4222/x", `reads as host "b:4222" and path "/x"`},
+		{"nats://[::1", "is not a URL such as nats://127.0.0.1:4222"},
+	} {
+		err := checkNATSURL(tc.url)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("checkNATSURL(%q) = %v; want it accepted", tc.url, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("checkNATSURL(%q) = %v; want an error holding %q", tc.url, err, tc.want)
+		case err != nil && strings.Contains(err.Error(), "secret"):
+			t.Errorf("checkNATSURL(%q) echoed the password: %v", tc.url, err)
+		}
+	}
+	// Through a command: refused as a usage error (exit 2), before any dial.
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, []string{"stats", "--user", "x", "--nats-url", "nats//127.0.0.1:4222"})
+	if code != 2 || !strings.Contains(errOut.String(), "--nats-url reads as host") {
+		t.Errorf("stats with --nats-url nats//127.0.0.1:4222: exit %d, stderr %q; want exit 2 naming the host and path it reads", code, errOut.String())
+	}
+}
+
 func TestMigrateNamesUnreachablePostgres(t *testing.T) {
 	t.Parallel()
 	var out, errOut bytes.Buffer
@@ -245,6 +286,25 @@ func TestConfigFilePrecedenceAndRedaction(t *testing.T) {
 	errOut.Reset()
 	if code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, []string{"config", "print", "--config", path}); code != 2 || !strings.Contains(errOut.String(), `unknown key "wrokers": did you mean "workers"?`) {
 		t.Fatalf("misspelt key: exit %d, %q", code, errOut.String())
+	}
+	// A per-invocation argument in the file is said to be one, whether
+	// the command has it or not, and not matched to a setting spelt alike
+	// ("file" was answered "did you mean role?").
+	for _, tc := range []struct{ file, cmd, want string }{
+		{"user: bob\n", "stats", `key "user" is --user, an argument of memoryd stats read from the command line only`},
+		{"file: x\n", "config", `unknown key "file" (per-invocation arguments, such as --user, are read from the command line only)`},
+	} {
+		if err := os.WriteFile(path, []byte(tc.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		errOut.Reset()
+		args := []string{"config", "print", "--config", path}
+		if tc.cmd == "stats" {
+			args = []string{"stats", "--config", path, "--user", "x"}
+		}
+		if code := run(context.Background(), &cli{stdout: &out, stderr: &errOut}, args); code != 2 || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%q in the file of %s: exit %d, %q; want exit 2 and %q", tc.file, tc.cmd, code, errOut.String(), tc.want)
+		}
 	}
 	// A bad file value says what it must be, as a bad variable does, with
 	// a bad flag's exit status.
@@ -586,6 +646,7 @@ func TestStrayEnvIsNamed(t *testing.T) {
 		{"MEMORYD_DATABSE_URL=x", "MEMORYD_DATABSE_URL is set, but no memoryd setting reads it: did you mean MEMORYD_DATABASE_URL?"},
 		{"MEMORYD_NATS_ULR=x", "did you mean MEMORYD_NATS_URL?"},
 		{"MEMORYD_USER=bob", "MEMORYD_USER is set, but no memoryd setting reads it (per-invocation arguments, such as --user, are read from the command line only)"},
+		{"MEMORYD_FILE=x", "MEMORYD_FILE is set, but no memoryd setting reads it (per-invocation arguments"}, // not "did you mean MEMORYD_ROLE?"
 		{"MEMORYD_DATABASE_URL=x", ""},
 		{"MEMORYD_PROXY_LISTEN=x", ""},
 		{"MEMORYD_LISTEN=x", ""}, // deprecated, still read
