@@ -144,8 +144,14 @@ func TestBadFlagPointsAtHelp(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"serve", "--bogus"}, "memoryd serve: flag provided but not defined: -bogus\nRun 'memoryd serve -h' for usage.\n"},
-		{[]string{"facts", "list", "--user", "u", "--nope"}, "memoryd facts: flag provided but not defined: -nope\nRun 'memoryd facts -h' for usage.\n"},
+		{[]string{"serve", "--bogus"}, "memoryd serve: unknown flag --bogus\nRun 'memoryd serve -h' for usage.\n"},
+		{[]string{"facts", "list", "--user", "u", "--nope"}, "memoryd facts: unknown flag --nope\nRun 'memoryd facts -h' for usage.\n"},
+		// Flags as the docs write them, and the likely one (walk7: "flag
+		// provided but not defined: -usr").
+		{[]string{"stats", "--usr", "bob"}, "memoryd stats: unknown flag --usr: did you mean --user?\nRun 'memoryd stats -h' for usage.\n"},
+		{[]string{"stats", "--user"}, "memoryd stats: --user needs a value\nRun 'memoryd stats -h' for usage.\n"},
+		{[]string{"stats", "--user", "u", "--timeout", "soon"}, "memoryd stats: invalid value \"soon\" for --timeout: parse error\nRun 'memoryd stats -h' for usage.\n"},
+		{[]string{"replay", "--reset=maybe"}, "memoryd replay: invalid boolean value \"maybe\" for --reset: parse error\nRun 'memoryd replay -h' for usage.\n"},
 		{[]string{"replay", "--since", "yesterday"}, "memoryd replay: --since \"yesterday\" is not RFC 3339\nRun 'memoryd replay -h' for usage.\n"},
 		{[]string{"facts", "frobnicate", "--user", "u"}, "memoryd facts: unknown action \"frobnicate\": use list, get, set, clear or history\nRun 'memoryd facts -h' for usage.\n"},
 		// The arguments named as the usage names them (walk6: "takes 1
@@ -185,7 +191,7 @@ func TestPerInvocationArgsIgnoreEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, errOut, code := runArgs(context.Background(), append([]string{"facts", "list", "--config", path}, unreachable...)...)
-	if code == 0 || !strings.Contains(errOut, `unknown key "user"`) {
+	if code == 0 || !strings.Contains(errOut, `key "user" is --user, an argument of memoryd facts read from the command line only`) {
 		t.Errorf("user from the config file: exit %d, stderr %q", code, errOut)
 	}
 

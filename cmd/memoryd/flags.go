@@ -306,7 +306,7 @@ func (f *flags) Parse(args []string) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return &helpRequest{flags: f}
 		}
-		return &usageError{cmd: f.Name(), err: err}
+		return &usageError{cmd: f.Name(), err: f.parseError(err)}
 	}
 	if len(f.envErrs) > 0 {
 		return &usageError{cmd: f.Name(), err: f.envErrs[0]}
@@ -593,6 +593,34 @@ func strayEnv(environ []string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// parseError says an error of the flag package with flags written as the
+// docs and -h write them (--user; it wrote -user), and names the nearest
+// flag of the command for an unknown one (walk7: "flag provided but not
+// defined: -usr"). The package's errors are plain strings.
+func (f *flags) parseError(err error) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		known := map[string]bool{}
+		f.VisitAll(func(fl *flag.Flag) { known[fl.Name] = true })
+		if near := nearest(name, known); near != "" {
+			return fmt.Errorf("unknown flag --%s: did you mean --%s?", name, near)
+		}
+		return fmt.Errorf("unknown flag --%s", name)
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return fmt.Errorf("--%s needs a value", name)
+	}
+	if m := badFlagValueRE.FindStringSubmatch(msg); m != nil {
+		return fmt.Errorf("%s for --%s", m[1], m[2])
+	}
+	return err
+}
+
+// badFlagValueRE matches the flag package's `invalid value "x" for flag
+// -limit: ...` and `invalid boolean value "x" for -reset: ...`, the value
+// quoted by %q.
+var badFlagValueRE = regexp.MustCompile(`^(invalid (?:boolean )?value "(?:[^"\\]|\\.)*") for (?:flag )?-(.*)$`)
 
 // nearestKey is the configuration file key (a setting's flag name) within
 // two edits of name, or "" (see nearest): a misspelt key is named with its
