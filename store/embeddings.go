@@ -218,7 +218,11 @@ func (s *Store) SaveEmbeddings(ctx context.Context, model string, ws []Embedding
 	// the foreign key check then failed the whole batch. A reset of every
 	// user in flight is waited for first (lockResets): its delete of the
 	// items goes in the table's order, this lock in id order, and the two
-	// could each hold a row the other waits for.
+	// could each hold a row the other waits for. The vectors are written
+	// in id order too, whatever the caller's: a hash join of live with w
+	// (the plan of four items and more) wrote them in w's, and two saves
+	// of the same items in other orders each held a vector the other
+	// waited for (TestEmbedSavesInOppositeOrders).
 	var saved int64
 	err := s.inTx(ctx, func(q *Store) error {
 		if err := q.lockResets(ctx); err != nil {
@@ -235,6 +239,7 @@ func (s *Store) SaveEmbeddings(ctx context.Context, model string, ws []Embedding
 		INSERT INTO context_embeddings AS e (context_id, model, user_id, content_hash, dims, vector)
 		SELECT live.id, $1, live.user_id, live.content_hash, w.d, w.v
 		FROM live JOIN w ON w.id = live.id AND w.h = live.content_hash
+		ORDER BY live.id
 		ON CONFLICT (context_id, model) DO UPDATE
 			SET content_hash = excluded.content_hash, dims = excluded.dims, vector = excluded.vector, created_at = now()`,
 			model, ids, hashes, dims, vecs)

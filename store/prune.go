@@ -368,50 +368,79 @@ func (s *Store) DeleteContextOverCap(ctx context.Context, perUser, n int) (int64
 // item whose update committed since is passed over. Such items are simply
 // reconsidered next run.
 func (s *Store) deleteVictims(ctx context.Context, candidates string, n int, args ...any) (int64, error) {
-	// The lateral lock per candidate walks the candidates in order and stops
-	// at n (a join of the two would lock after sorting the whole table).
-	rows, err := s.db.Query(ctx, `
-		SELECT v.id, v.created_at FROM (`+candidates+` ORDER BY created_at, id) v
-		JOIN LATERAL (SELECT FROM context c WHERE c.id = v.id AND c.created_at = v.created_at FOR UPDATE SKIP LOCKED) l ON true
-		ORDER BY v.created_at, v.id LIMIT $1`, append([]any{n}, args...)...)
-	if err != nil {
+	ids, ats, err := s.chooseVictims(ctx, candidates, n, args...)
+	if err != nil || len(ids) == 0 {
 		return 0, err
-	}
-	var (
-		ids []int64
-		ats []time.Time
-		id  int64
-		at  time.Time
-	)
-	if _, err := pgx.ForEachRow(rows, []any{&id, &at}, func() error {
-		ids, ats = append(ids, id), append(ats, at)
-		return nil
-	}); err != nil {
-		return 0, err
-	}
-	if len(ids) == 0 {
-		return 0, nil
 	}
 	if hook, ok := ctx.Value(pruneChosenKey{}).(func()); ok {
 		hook()
 	}
-	// The delete's cascade bumps the embedding generation (migration 021)
-	// of each victim's user that has a row, which a writer may hold since
-	// an earlier statement and, after it, wait for a victim (an import, a
-	// re-extraction restating its pair): the victims' users' rows are
-	// locked here first, and a victim whose user's row is held is passed
-	// over like a locked item, so that the prune never waits for one
-	// (TestPruneBesideReplaceOffline). A user without a row has no vector,
-	// and a vector being saved holds its item (KEY SHARE).
-	tag, err := s.db.Exec(ctx, `DELETE FROM context WHERE id IN (
-		SELECT c.id FROM context c JOIN unnest($1::bigint[], $2::timestamptz[]) AS v(id, at) ON c.id = v.id AND c.created_at = v.at
-		WHERE NOT EXISTS (SELECT FROM embedding_generations g WHERE g.user_id = c.user_id)
-		   OR EXISTS (SELECT FROM embedding_generations g WHERE g.user_id = c.user_id FOR NO KEY UPDATE SKIP LOCKED)
-		FOR UPDATE OF c SKIP LOCKED)`, ids, ats)
+	// The delete's cascade bumps the embedding generation (migrations 021,
+	// 054) of each victim's user that has a row, which a writer may hold
+	// since an earlier statement and, after it, wait for a victim (an
+	// import's clear, a re-extraction restating its pair): deleting first,
+	// the prune held the victim and waited for the row, and Postgres failed
+	// one of the two (40P01; TestPruneBesideReplaceOffline). So the rows
+	// are locked first, in user order as every bump takes them (064),
+	// while the prune holds no item, and waited for; then the items,
+	// passing over those locked. Passing over the victims of a held row
+	// instead (SKIP LOCKED) passed over every victim of a user whose
+	// vectors were being saved, for the save's whole transaction: beside
+	// a loop of saves, half the prune's calls deleted nothing, and a call
+	// deleting nothing ends its run (deadorder3).
+	var deleted int64
+	err = s.inTx(ctx, func(q *Store) error {
+		if _, err := q.db.Exec(ctx, `SELECT FROM embedding_generations
+			WHERE user_id IN (SELECT user_id FROM context WHERE id = ANY($1))
+			ORDER BY user_id FOR NO KEY UPDATE`, ids); err != nil {
+			return err
+		}
+		tag, err := q.db.Exec(ctx, `DELETE FROM context WHERE id IN (
+			SELECT c.id FROM context c JOIN unnest($1::bigint[], $2::timestamptz[]) AS v(id, at) ON c.id = v.id AND c.created_at = v.at
+			FOR UPDATE OF c SKIP LOCKED)`, ids, ats)
+		deleted = tag.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return 0, err
 	}
-	return tag.RowsAffected(), nil
+	return deleted, nil
+}
+
+// chooseVictims returns the n oldest of the items candidates selects that
+// no other transaction holds (SKIP LOCKED), with the created_at each was
+// chosen with. The locks that tell are let go before it returns: the
+// statement's own on the pool, a savepoint's in a caller's transaction
+// (held, they would be held while deleteVictims waits for the users'
+// generation rows, which a writer waiting for one of them may hold).
+func (s *Store) chooseVictims(ctx context.Context, candidates string, n int, args ...any) (ids []int64, ats []time.Time, err error) {
+	db := s.db
+	if tx, ok := s.db.(pgx.Tx); ok {
+		sp, err := tx.Begin(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer sp.Rollback(ctx) // releases the choice's locks
+		db = sp
+	}
+	// The lateral lock per candidate walks the candidates in order and stops
+	// at n (a join of the two would lock after sorting the whole table).
+	rows, err := db.Query(ctx, `
+		SELECT v.id, v.created_at FROM (`+candidates+` ORDER BY created_at, id) v
+		JOIN LATERAL (SELECT FROM context c WHERE c.id = v.id AND c.created_at = v.created_at FOR UPDATE SKIP LOCKED) l ON true
+		ORDER BY v.created_at, v.id LIMIT $1`, append([]any{n}, args...)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	var (
+		id int64
+		at time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &at}, func() error {
+		ids, ats = append(ids, id), append(ats, at)
+		return nil
+	})
+	return ids, ats, err
 }
 
 // pruneChosenKey carries a test hook run by deleteVictims between choosing
@@ -460,9 +489,10 @@ func (s *Store) VacuumTurns(ctx context.Context) error {
 // model change they serve no query (a query vector is compared only with
 // its own model's), yet hold their space until their items are deleted.
 // The models of the processes still running are kept, so that during a
-// rolling change of model neither side deletes the other's. Each statement
-// deletes at most batch vectors (context items', in item id order) or one
-// collection's (chunks'), so that no statement runs long; it returns how
+// rolling change of model neither side deletes the other's. Each
+// transaction deletes at most batch vectors (context items', a page in
+// item id order: deleteOtherModelPage) or each statement one collection's
+// (chunks'), so that none runs long; it returns how
 // many of each it deleted. The running processes are read once, at the
 // start: a process of another model that starts meanwhile may lose the
 // vectors it saves during the deletion (its sweep makes them again).
@@ -485,22 +515,7 @@ func (s *Store) DeleteOtherModelVectors(ctx context.Context, model string, live 
 	// Paged on the primary key, (item, model): an item may hold vectors
 	// of several other models, which a page may split.
 	for afterID, afterModel := int64(0), ""; ; {
-		var (
-			n, lastID int64
-			lastModel string
-		)
-		err := s.db.QueryRow(ctx, `
-			WITH v AS (
-				SELECT context_id, model FROM context_embeddings
-				WHERE (context_id, model) > ($2, $3) AND model <> ALL($1) ORDER BY context_id, model LIMIT $4
-			), d AS (
-				DELETE FROM context_embeddings e USING v WHERE e.context_id = v.context_id AND e.model = v.model
-				RETURNING 1
-			), last AS (
-				SELECT context_id, model FROM v ORDER BY context_id DESC, model DESC LIMIT 1
-			)
-			SELECT (SELECT count(*) FROM d), coalesce((SELECT context_id FROM last), 0), coalesce((SELECT model FROM last), '')`,
-			keep, afterID, afterModel, batch).Scan(&n, &lastID, &lastModel)
+		n, lastID, lastModel, err := s.deleteOtherModelPage(ctx, keep, afterID, afterModel, batch)
 		if err != nil {
 			return items, chunks, fmt.Errorf("delete other models' vectors: %w", err)
 		}
@@ -526,6 +541,54 @@ func (s *Store) DeleteOtherModelVectors(ctx context.Context, model string, live 
 		chunks += tag.RowsAffected()
 	}
 	return items, chunks, nil
+}
+
+// deleteOtherModelPage deletes up to batch vectors of models not in keep
+// whose (item, model) is after (afterID, afterModel), in one transaction,
+// and returns how many it deleted and the last key of the page (0 when
+// the page was empty). It locks the page's items first (KEY SHARE, in id
+// order), after resetLock shared, as SaveEmbeddings does: every writer
+// that deletes an item's vectors (the cascade of a clear, a forget, a
+// reset, a prune) holds its items first, in id order, and deletes the
+// vectors in its own order (a clear's cascade in the order it deletes the
+// items, the table's), so that, deleting them without the items' locks,
+// this and such a writer each held a vector the other waited for
+// (TestDropOfOtherModelsBesideClear). A prune passes over the items
+// locked here (SKIP LOCKED).
+func (s *Store) deleteOtherModelPage(ctx context.Context, keep []string, afterID int64, afterModel string, batch int) (n, lastID int64, lastModel string, err error) {
+	err = s.inTx(ctx, func(q *Store) error {
+		if err := q.lockResets(ctx); err != nil {
+			return err
+		}
+		rows, err := q.db.Query(ctx, `SELECT context_id, model FROM context_embeddings
+			WHERE (context_id, model) > ($2, $3) AND model <> ALL($1) ORDER BY context_id, model LIMIT $4`,
+			keep, afterID, afterModel, batch)
+		if err != nil {
+			return err
+		}
+		var (
+			ids    []int64
+			models []string
+			id     int64
+			model  string
+		)
+		if _, err := pgx.ForEachRow(rows, []any{&id, &model}, func() error {
+			ids, models = append(ids, id), append(models, model)
+			return nil
+		}); err != nil || len(ids) == 0 {
+			return err
+		}
+		lastID, lastModel = ids[len(ids)-1], models[len(models)-1]
+		if err := q.lockItems(ctx, "KEY SHARE", `x.id = ANY($1)`, ids); err != nil {
+			return err
+		}
+		// A vector whose item was deleted meanwhile went with it.
+		tag, err := q.db.Exec(ctx, `DELETE FROM context_embeddings e USING unnest($1::bigint[], $2::text[]) AS v(id, model)
+			WHERE e.context_id = v.id AND e.model = v.model`, ids, models)
+		n = tag.RowsAffected()
+		return err
+	})
+	return n, lastID, lastModel, err
 }
 
 // VacuumContext makes the space of deleted context rows reusable. Plain

@@ -232,3 +232,46 @@ func TestReplaceOfflineBesideExtraction(t *testing.T) {
 		t.Fatalf("extraction: %v; re-extraction: %v; want both done", err, rerr)
 	}
 }
+
+// A prune whose victims' user has a generation row held (a save of the
+// user's vectors in flight: its trigger holds the row until it commits)
+// waits for it and then deletes its batch. It passed over every victim of
+// that user instead (SKIP LOCKED), deleting nothing, and a call deleting
+// nothing ends a prune's run: beside a loop of saves, half its calls did
+// (deadorder3).
+func TestPruneWaitsForAGenerationRowHeld(t *testing.T) {
+	ctx, s := setup(t)
+	for i := range 3 {
+		if _, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("Which gate, %d?", i), Answer: fmt.Sprint(i), CreatedAt: past.Add(time.Duration(i) * time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	embedAll(t, ctx, s, "alice")
+	hold, holder := begin(t, s)
+	if _, err := hold.Exec(ctx, `SELECT FROM embedding_generations WHERE user_id = 'alice' FOR NO KEY UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		n   int64
+		err error
+	}
+	pruned := make(chan result, 1)
+	go func() {
+		n, err := s.DeleteOldestContext(ctx, 2)
+		pruned <- result{n, err}
+	}()
+	if blockedBy(t, s, holder, func() bool { return len(pruned) > 0 }, "the prune to wait for alice's generation row") == 0 {
+		r := <-pruned
+		t.Fatalf("the prune did not wait for the held generation row: it deleted %d (%v)", r.n, r.err)
+	}
+	if err := hold.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-pruned; r.err != nil || r.n != 2 {
+		t.Fatalf("prune deleted %d (%v) once the row was let go; want its batch of 2", r.n, r.err)
+	}
+	var left int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM context WHERE user_id = 'alice'`).Scan(&left); err != nil || left != 1 {
+		t.Fatalf("alice has %d items left (%v); want the newest", left, err)
+	}
+}

@@ -164,7 +164,15 @@ func (s *Store) ReplaceOffline(ctx context.Context, r Reextraction) ([]string, e
 	if err := s.lockResets(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.lockClears(ctx, []string{r.UserID}, false); err != nil {
+	// Exclusive, as a clear and an import take it: the user's writes in
+	// flight commit first, and those after wait for this one. The delete
+	// of the offline items below bumps the user's embedding generation
+	// (021) when they have vectors, and the insert after it may restate
+	// or insert a pair another extraction of the user has just written
+	// (InsertContext, which bumps the generation at the end of the
+	// statement that restated an item): shared, each waited for the
+	// other (TestReplaceOfflineBesideExtractionRestatingAPair).
+	if err := s.lockClears(ctx, []string{r.UserID}, true); err != nil {
 		return nil, err
 	}
 	// The user's language lock, shared, as InsertContext's trigger takes
