@@ -45,12 +45,10 @@ func TestAloneWakeWaitsForTheModelServer(t *testing.T) {
 		}
 		return id
 	}
-	// Due within 5 s of Postgres's now(): a wake stamps by store.Clock
-	// (see TestRetryWaitingEmbeds); the snoozes told apart are a minute.
 	due := func(id int64) bool {
 		t.Helper()
 		var due bool
-		if err := s.Pool().QueryRow(e.ctx, `SELECT state = 'available' AND scheduled_at <= now() + interval '5 seconds' FROM river_job WHERE id = $1`, id).Scan(&due); err != nil {
+		if err := s.Pool().QueryRow(e.ctx, `SELECT state = 'available' AND scheduled_at <= now() FROM river_job WHERE id = $1`, id).Scan(&due); err != nil {
 			t.Fatal(err)
 		}
 		return due
@@ -123,7 +121,7 @@ func TestAloneWakeAtAnAnswerDuringTheDial(t *testing.T) {
 	}
 	w.aloneReleased(context.Background())
 	var due bool
-	if err := s.Pool().QueryRow(e.ctx, `SELECT state = 'available' AND scheduled_at <= now() + interval '5 seconds' FROM river_job WHERE id = $1`, id).Scan(&due); err != nil {
+	if err := s.Pool().QueryRow(e.ctx, `SELECT state = 'available' AND scheduled_at <= now() FROM river_job WHERE id = $1`, id).Scan(&due); err != nil {
 		t.Fatal(err)
 	}
 	if !due {

@@ -198,16 +198,14 @@ type modelWaiter struct {
 	woken bool
 }
 
-// modelWaiters returns the jobs ids as they are now. Due: scheduled
-// within 5 s of Postgres's now(), since a wake stamps by store.Clock,
-// which a slow reading may put a little ahead of it (see
-// TestRetryWaitingEmbeds); the waits told apart are a minute.
+// modelWaiters returns the jobs ids as they are now. A wake stamps with
+// Postgres's now() (store.WakeWaiting), so due is exact.
 func modelWaiters(t *testing.T, e *env, ids []int64) []modelWaiter {
 	t.Helper()
 	out := make([]modelWaiter, len(ids))
 	for i, id := range ids {
 		var meta []byte
-		if err := e.store.Pool().QueryRow(e.ctx, `SELECT state, scheduled_at <= now() + interval '5 seconds', metadata FROM river_job WHERE id = $1`, id).
+		if err := e.store.Pool().QueryRow(e.ctx, `SELECT state, scheduled_at <= now(), metadata FROM river_job WHERE id = $1`, id).
 			Scan(&out[i].state, &out[i].due, &meta); err != nil {
 			t.Fatal(err)
 		}
@@ -261,15 +259,24 @@ func unstartedEmbedServe(t *testing.T, e *env, srv *embeddingtest.Server) (*embe
 // woken), then checks that one wake was counted for each: the answer's.
 func wokenOnce(t *testing.T, e *env, ids []int64, what string) {
 	t.Helper()
+	// Due is checked on the read that finds them woken, not waited for: a
+	// wake that left them a minute's snooze was otherwise passed once the
+	// snooze ran out, within the wait.
+	var woken []modelWaiter
 	e.waitFor(what, func() (bool, string) {
-		st := modelWaiters(t, e, ids)
-		for _, s := range st {
-			if s.state != "available" || !s.due || !s.woken {
-				return false, fmt.Sprintf("%+v", st)
+		woken = modelWaiters(t, e, ids)
+		for _, s := range woken {
+			if s.state != "available" || !s.woken {
+				return false, fmt.Sprintf("%+v", woken)
 			}
 		}
 		return true, ""
 	})
+	for i, st := range woken {
+		if !st.due {
+			t.Errorf("job %d woken but not due: %+v", ids[i], st)
+		}
+	}
 	for i, st := range modelWaiters(t, e, ids) {
 		if st.wakes != 1 {
 			t.Errorf("job %d: %d wakes counted; want 1, the answer's", ids[i], st.wakes)

@@ -367,16 +367,19 @@ func finishForget(ctx context.Context, js jetstream.JetStream, st *store.Store, 
 	if !eventsDone {
 		return
 	}
-	if err := markFinished(ctx, js, stream, r); err != nil {
+	markErr := markFinished(ctx, js, stream, r)
+	if markErr != nil {
 		logger.Warn("finished a forget cut short, but could not mark it finished: the next start reads the streams for it again",
-			"user_token", r.Token, "error", err)
+			"user_token", r.Token, "error", markErr)
 	}
 	if docs == 0 && n+moved == 0 && dead == 0 {
 		// Nothing was left: another process finished it at the same start
 		// (each reads the record; a walk restarting two serves at once got
 		// this warning twice, one saying 0 events were "still here").
-		logger.Info("marked a forget cut short finished: nothing of it was left",
-			"user_token", r.Token, "forgotten_at", r.ForgottenAt)
+		if markErr == nil {
+			logger.Info("marked a forget cut short finished: nothing of it was left",
+				"user_token", r.Token, "forgotten_at", r.ForgottenAt)
+		}
 		return
 	}
 	logger.Warn("finished a forget cut short: its memory was deleted, its documents or events were still here",

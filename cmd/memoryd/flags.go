@@ -657,10 +657,12 @@ func nearest(name string, known map[string]bool) string {
 	return best
 }
 
-// editDistance is the Levenshtein distance of a and b, bytes counted
-// (variable names are ASCII).
+// editDistance is the edit distance of a and b (optimal string
+// alignment: a swap of two adjacent bytes is one edit, the commonest typo,
+// which a short name's one edit must still match: "ROEL" is "ROLE"), bytes
+// counted (variable names are ASCII).
 func editDistance(a, b string) int {
-	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
+	prev2, prev, cur := make([]int, len(b)+1), make([]int, len(b)+1), make([]int, len(b)+1)
 	for j := range prev {
 		prev[j] = j
 	}
@@ -672,8 +674,11 @@ func editDistance(a, b string) int {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
+		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(b)]
 }

@@ -647,6 +647,7 @@ func TestStrayEnvIsNamed(t *testing.T) {
 		{"MEMORYD_NATS_ULR=x", "did you mean MEMORYD_NATS_URL?"},
 		{"MEMORYD_USER=bob", "MEMORYD_USER is set, but no memoryd setting reads it (per-invocation arguments, such as --user, are read from the command line only)"},
 		{"MEMORYD_FILE=x", "MEMORYD_FILE is set, but no memoryd setting reads it (per-invocation arguments"}, // not "did you mean MEMORYD_ROLE?"
+		{"MEMORYD_ROEL=x", "did you mean MEMORYD_ROLE?"},                                                     // a swap is one edit, which a short name takes
 		{"MEMORYD_DATABASE_URL=x", ""},
 		{"MEMORYD_PROXY_LISTEN=x", ""},
 		{"MEMORYD_LISTEN=x", ""}, // deprecated, still read
