@@ -27,11 +27,34 @@ import (
 // (ReplaceOffline) that restates the oldest item's pair.
 func TestPruneBesideReplaceOffline(t *testing.T) {
 	ctx, s := setup(t)
-	if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e1", UserID: "alice", UserMessage: "Gate 9, in Paris", TurnAt: past}}); err != nil {
+	hold, _, replaced := heldReextraction(t, ctx, s)
+	pruned := pruneBeside(t, s)
+	if err := hold.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// The offline extractor's item of e1 (deleted by the re-extraction)
-	// and an older item, the prune's victim, whose pair it restates.
+	rerr, perr := <-replaced, <-pruned
+	if rerr != nil || perr != nil {
+		t.Fatalf("re-extraction: %v; prune: %v; want both done", rerr, perr)
+	}
+}
+
+// heldReextraction seeds alice's turn e1, processed by the offline
+// extractor (its item "Which gate?" and fact city=Paris, embedded), and an
+// older item "Which city?"/"Paris", the oldest; a turn e2 an hour later is
+// recorded too. It starts the model's re-extraction of e1
+// (ReplaceOffline), which restates the older item's pair, and returns
+// once it waits for the third transaction hold, which holds it after its
+// delete of the offline items (at its delete of the offline fact of the
+// key it writes), with hold's backend and the re-extraction's pid and
+// result.
+func heldReextraction(t *testing.T, ctx context.Context, s *store.Store) (hold pgx.Tx, replacer int, replaced <-chan error) {
+	t.Helper()
+	if _, err := s.InsertTurns(ctx, []store.Turn{
+		{EventID: "e1", UserID: "alice", UserMessage: "Gate 9, in Paris", TurnAt: past},
+		{EventID: "e2", UserID: "alice", UserMessage: "Still Paris", TurnAt: past.Add(time.Hour)},
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: "alice", Question: "Which gate?", Answer: "Gate 9", EventID: "e1",
 		CreatedAt: past, Provenance: store.Provenance{Extractor: "rules"}}}); err != nil {
 		t.Fatal(err)
@@ -47,15 +70,13 @@ func TestPruneBesideReplaceOffline(t *testing.T) {
 		t.Fatal(err)
 	}
 	embedAll(t, ctx, s, "alice")
-	// Hold the re-extraction after its delete of the offline items: at
-	// its delete of the offline extractor's fact of the key it writes.
 	hold, holder := begin(t, s)
 	if _, err := hold.Exec(ctx, `SELECT FROM facts WHERE user_id = 'alice' AND key = 'city' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	replaced := make(chan error, 1)
+	done := make(chan error, 1)
 	go func() {
-		replaced <- s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+		done <- s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
 			_, err := q.ReplaceOffline(ctx, store.Reextraction{UserID: "alice", EventIDs: []string{"e1"}, Offline: "rules",
 				Facts:      []store.FactWrite{{UserID: "alice", Key: "city", Value: "Paris", SourceAt: past, EventID: "e1"}},
 				Context:    []store.ContextWrite{{UserID: "alice", Question: "Which city?", Answer: "Paris", EventID: "e1", CreatedAt: past}},
@@ -63,17 +84,10 @@ func TestPruneBesideReplaceOffline(t *testing.T) {
 			return err
 		})
 	}()
-	if blockedBy(t, s, holder, func() bool { return len(replaced) > 0 }, "the re-extraction to wait for the held fact") == 0 {
-		t.Fatalf("the re-extraction did not wait for the held fact: %v", <-replaced)
+	if replacer = blockedBy(t, s, holder, func() bool { return len(done) > 0 }, "the re-extraction to wait for the held fact"); replacer == 0 {
+		t.Fatalf("the re-extraction did not wait for the held fact: %v", <-done)
 	}
-	pruned := pruneBeside(t, s)
-	if err := hold.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	rerr, perr := <-replaced, <-pruned
-	if rerr != nil || perr != nil {
-		t.Fatalf("re-extraction: %v; prune: %v; want both done", rerr, perr)
-	}
+	return hold, replacer, done
 }
 
 // An import whose clear deletes an item with a vector and whose items

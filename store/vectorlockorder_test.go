@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -203,45 +201,7 @@ func TestEmbedSavesInOppositeOrders(t *testing.T) {
 // (at its delete of the offline fact).
 func TestReplaceOfflineBesideExtractionRestatingAPair(t *testing.T) {
 	ctx, s := setup(t)
-	if _, err := s.InsertTurns(ctx, []store.Turn{
-		{EventID: "e1", UserID: "alice", UserMessage: "Gate 9, in Paris", TurnAt: past},
-		{EventID: "e2", UserID: "alice", UserMessage: "Still Paris", TurnAt: past.Add(time.Hour)},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.InsertContext(ctx, []store.ContextWrite{{UserID: "alice", Question: "Which gate?", Answer: "Gate 9", EventID: "e1",
-		CreatedAt: past, Provenance: store.Provenance{Extractor: "rules"}}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "alice", Question: "Which city?", Answer: "Paris", CreatedAt: past.Add(-time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "alice", Key: "city", Value: "Paris", SourceAt: past, EventID: "e1",
-		Provenance: store.Provenance{Extractor: "rules"}}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.MarkProcessed(ctx, "alice", []string{"e1"}, store.Provenance{Extractor: "rules"}); err != nil {
-		t.Fatal(err)
-	}
-	embedAll(t, ctx, s, "alice")
-	hold, holder := begin(t, s)
-	if _, err := hold.Exec(ctx, `SELECT FROM facts WHERE user_id = 'alice' AND key = 'city' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
-	replaced := make(chan error, 1)
-	go func() {
-		replaced <- s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
-			_, err := q.ReplaceOffline(ctx, store.Reextraction{UserID: "alice", EventIDs: []string{"e1"}, Offline: "rules",
-				Facts:      []store.FactWrite{{UserID: "alice", Key: "city", Value: "Paris", SourceAt: past, EventID: "e1"}},
-				Context:    []store.ContextWrite{{UserID: "alice", Question: "Which city?", Answer: "Paris", EventID: "e1", CreatedAt: past}},
-				Provenance: store.Provenance{Extractor: "llm", Model: "m"}})
-			return err
-		})
-	}()
-	replacer := blockedBy(t, s, holder, func() bool { return len(replaced) > 0 }, "the re-extraction to wait for the held fact")
-	if replacer == 0 {
-		t.Fatalf("the re-extraction did not wait for the held fact: %v", <-replaced)
-	}
+	hold, replacer, replaced := heldReextraction(t, ctx, s)
 	// The extraction of e2.
 	ext, _ := begin(t, s)
 	extracted := make(chan error, 1)
