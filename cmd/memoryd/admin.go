@@ -147,9 +147,9 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 			"the users in scope have only what it rebuilt until you run memoryd replay again (with or without --reset)\n", p.Removed.Facts, p.Removed.Context)
 	}
 	if err != nil && ctx.Err() != nil && inc == nil {
-		// Stopped (Ctrl-C, SIGTERM) before it read everything: the operator knows why,
-		// and "replay: requeue turns: context canceled" said it in the
-		// store's words (walk7).
+		// Stopped (Ctrl-C, SIGTERM) before it read everything: the
+		// operator knows why, and "replay: requeue turns: context
+		// canceled" said it in the store's words (walk7).
 		return fmt.Errorf("interrupted after reading %d of %d events (%d turns enqueued for extraction); re-running replay is safe", p.Read, p.Total, p.Enqueued)
 	}
 	if err != nil {
