@@ -228,6 +228,26 @@ func (s *Store) SaveEmbeddings(ctx context.Context, model string, ws []Embedding
 		if err := q.lockResets(ctx); err != nil {
 			return err
 		}
+		// The insert's triggers bump its users' embedding generations
+		// (021) in two firings, each in user order: those of the vectors
+		// it replaced (AFTER UPDATE, first), then those of the vectors it
+		// inserted. A save replacing b's vector and inserting a's took
+		// b's row before a's, and a prune (which waits for its victims'
+		// users' rows in user order) held a's and waited for b's (40P01;
+		// TestPruneBesideSaveReplacingAVector). So the rows are bumped
+		// first, in user order, after the items' locks (id order) as
+		// every writer takes them; the triggers then find them held.
+		if _, err := q.db.Exec(ctx, `
+		WITH live AS (
+			SELECT c.user_id FROM context c JOIN unnest($1::bigint[], $2::bytea[]) AS w(id, h) ON c.id = w.id AND c.content_hash = w.h
+			ORDER BY c.id
+			FOR KEY SHARE OF c
+		)
+		INSERT INTO embedding_generations AS g (user_id, generation)
+		SELECT u, nextval('embedding_generation_seq') FROM (SELECT DISTINCT user_id AS u FROM live ORDER BY 1) x
+		ON CONFLICT (user_id) DO UPDATE SET generation = excluded.generation`, ids, hashes); err != nil {
+			return err
+		}
 		tag, err := q.db.Exec(ctx, `
 		WITH w AS (
 			SELECT * FROM unnest($2::bigint[], $3::bytea[], $4::int[], $5::bytea[]) AS w(id, h, d, v)

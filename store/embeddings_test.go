@@ -338,7 +338,9 @@ func TestSaveEmbeddingsBesideADeleteOfOneItem(t *testing.T) {
 	if _, err := tx.Exec(ctx, `DELETE FROM context WHERE id = $1`, ids[1]); err != nil {
 		t.Fatal(err)
 	}
-	done := saveWaitingOnALock(t, s, tx, "INSERT INTO context_embeddings", func() (int64, error) { return s.SaveEmbeddings(ctx, "m", ws) })
+	// The save locks its items (KEY SHARE) in its first statement, which
+	// bumps their users' generations, and again in its insert.
+	done := saveWaitingOnALock(t, s, tx, "FOR KEY SHARE OF c", func() (int64, error) { return s.SaveEmbeddings(ctx, "m", ws) })
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}

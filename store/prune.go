@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -491,8 +492,8 @@ func (s *Store) VacuumTurns(ctx context.Context) error {
 // The models of the processes still running are kept, so that during a
 // rolling change of model neither side deletes the other's. Each
 // transaction deletes at most batch vectors (context items', a page in
-// item id order: deleteOtherModelPage) or each statement one collection's
-// (chunks'), so that none runs long; it returns how
+// item id order: deleteOtherModelPage) or one collection's (chunks':
+// deleteOtherModelChunks), so that none runs long; it returns how
 // many of each it deleted. The running processes are read once, at the
 // start: a process of another model that starts meanwhile may lose the
 // vectors it saves during the deletion (its sweep makes them again).
@@ -534,13 +535,46 @@ func (s *Store) DeleteOtherModelVectors(ctx context.Context, model string, live 
 		return items, chunks, fmt.Errorf("delete other models' chunk vectors: %w", err)
 	}
 	for _, c := range colls {
-		tag, err := s.db.Exec(ctx, `DELETE FROM chunk_embeddings WHERE collection_id = $1 AND model <> ALL($2)`, c, keep)
+		n, err := s.deleteOtherModelChunks(ctx, keep, c)
 		if err != nil {
 			return items, chunks, fmt.Errorf("delete other models' chunk vectors: %w", err)
 		}
-		chunks += tag.RowsAffected()
+		chunks += n
 	}
 	return items, chunks, nil
+}
+
+// deleteOtherModelChunks deletes the collection's vectors of models not
+// in keep, in one transaction, and returns how many it deleted. It locks
+// the collection (KEY SHARE, as a put and a chunk vector save take it)
+// and then the documents that hold such vectors (SHARE, in document
+// order) first: a document's delete deletes its vectors by its cascade,
+// chunk after chunk, and this DELETE in its plan's order (the table's,
+// the order they were saved in), so that each held a vector the other
+// waited for (40P01; TestDropOfOtherModelsChunkVectorsBesideDocumentDelete).
+// A delete of the collection or of documents before a time (which lock
+// the collections first, FOR UPDATE) waits for it, or it for them.
+func (s *Store) deleteOtherModelChunks(ctx context.Context, keep []string, collectionID int64) (int64, error) {
+	var n int64
+	err := s.inTx(ctx, func(q *Store) error {
+		var one int
+		err := q.db.QueryRow(ctx, `SELECT 1 FROM collections WHERE id = $1 FOR KEY SHARE`, collectionID).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // deleted, with its vectors
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := q.db.Exec(ctx, `SELECT count(*) FROM (SELECT FROM documents d WHERE d.collection_id = $1
+			AND EXISTS (SELECT FROM chunk_embeddings e WHERE e.collection_id = d.collection_id AND e.doc_id = d.doc_id AND e.model <> ALL($2))
+			ORDER BY d.doc_id FOR SHARE OF d) l`, collectionID, keep); err != nil {
+			return err
+		}
+		tag, err := q.db.Exec(ctx, `DELETE FROM chunk_embeddings WHERE collection_id = $1 AND model <> ALL($2)`, collectionID, keep)
+		n = tag.RowsAffected()
+		return err
+	})
+	return n, err
 }
 
 // deleteOtherModelPage deletes up to batch vectors of models not in keep

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -221,5 +222,151 @@ func TestReplaceOfflineBesideExtractionRestatingAPair(t *testing.T) {
 	rerr, eerr := <-replaced, <-extracted
 	if rerr != nil || eerr != nil {
 		t.Fatalf("re-extraction: %v; extraction: %v; want both done", rerr, eerr)
+	}
+}
+
+// A save of several users' vectors that replaces one user's vector (an
+// item edited since it was embedded) and inserts another's is one INSERT
+// ... ON CONFLICT DO UPDATE, which fires its AFTER UPDATE statement
+// trigger (the replaced vectors' users) before its AFTER INSERT one (the
+// new vectors'), each bumping its users' embedding generations (021) in
+// user order: b1 (replaced) then a1 (inserted), out of user order. A
+// prune of a1's and b1's oldest items locks their generation rows in
+// user order, waiting for them: it held a1's and waited for b1's, which
+// the save held while it waited for a1's (40P01). The third transaction
+// holds b1's row until the save and then the prune wait for it.
+func TestPruneBesideSaveReplacingAVector(t *testing.T) {
+	ctx, s := setup(t)
+	var saves []store.EmbeddingWrite
+	for i, u := range []string{"a1", "b1"} {
+		// The prune's victim (the oldest), and the save's item.
+		ids, err := s.InsertContext(ctx, []store.ContextWrite{
+			{UserID: u, Question: "Which city?", Answer: "Paris", CreatedAt: past.Add(time.Duration(i) * time.Minute)},
+			{UserID: u, Question: "Which gate?", Answer: "Gate 9", CreatedAt: past.Add(time.Hour)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		targets, err := s.EmbeddingTargets(ctx, u, ids, "m")
+		if err != nil || len(targets) != 2 {
+			t.Fatal(len(targets), err)
+		}
+		for _, tg := range targets {
+			w := store.EmbeddingWrite{ContextID: tg.ID, ContentHash: tg.ContentHash, Dims: 3, Vector: vec(tg.ID, "m")}
+			// a1's second item has no vector yet (the save inserts
+			// it); every other item has one (b1's second is replaced).
+			if u == "b1" || tg.ID == ids[0] {
+				if n, err := s.SaveEmbeddings(ctx, "m", []store.EmbeddingWrite{w}); err != nil || n != 1 {
+					t.Fatal(n, err)
+				}
+			}
+			if tg.ID == ids[1] {
+				saves = append(saves, w)
+			}
+		}
+	}
+	hold, holder := begin(t, s)
+	if _, err := hold.Exec(ctx, `SELECT FROM embedding_generations WHERE user_id = 'b1' FOR NO KEY UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	saved := make(chan saveResult, 1)
+	go func() {
+		n, err := s.SaveEmbeddings(ctx, "m", saves)
+		saved <- saveResult{n, err}
+	}()
+	saver := blockedBy(t, s, holder, func() bool { return len(saved) > 0 }, "the save to wait for b1's generation row")
+	if saver == 0 {
+		r := <-saved
+		t.Fatalf("the save did not wait for b1's generation row: %d saved, %v", r.n, r.err)
+	}
+	type result struct {
+		n   int64
+		err error
+	}
+	pruned := make(chan result, 1)
+	go func() {
+		n, err := s.DeleteOldestContext(ctx, 2)
+		pruned <- result{n, err}
+	}()
+	// The prune holds a1's row and waits for b1's, behind the save (which
+	// holds the row's tuple lock while it waits).
+	eventstest.Eventually(t, "the prune to wait for b1's generation row", 30*time.Second, func() (bool, string) {
+		if len(pruned) > 0 {
+			return true, ""
+		}
+		var waiting int
+		err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE pg_blocking_pids(pid) && ARRAY[$1, $2]::int[] AND pid <> $2 AND query LIKE '%FOR NO KEY UPDATE%'`, holder, saver).Scan(&waiting)
+		return err == nil && waiting > 0, fmt.Sprint(waiting, err)
+	})
+	if err := hold.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, pr := <-saved, <-pruned
+	if res.err != nil || res.n != 2 || pr.err != nil || pr.n != 2 {
+		t.Fatalf("save: %d saved, %v; prune: %d deleted, %v; want 2 saved and 2 deleted", res.n, res.err, pr.n, pr.err)
+	}
+}
+
+// The drop of an earlier model's chunk vectors (one DELETE a collection)
+// deleted them in its plan's order, the table's, without locking their
+// chunks, and a document's delete deletes its chunks' vectors by its
+// cascade, chunk after chunk: vectors saved in another order than the
+// chunks' (embed jobs of a document's chunk ranges end in any order) were
+// each held by one while the other waited for them. The third
+// transaction holds the middle chunk's vector, which both then wait for:
+// the drop holding the last chunk's, the delete the first's.
+func TestDropOfOtherModelsChunkVectorsBesideDocumentDelete(t *testing.T) {
+	ctx, s := setup(t)
+	content := "# One\n\nFirst part.\n\n# Two\n\nSecond part.\n\n# Three\n\nThird part.\n"
+	r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "a", Content: content})
+	ws := chunkVectorWrites(t, ctx, s, r, "old")
+	if len(ws) != 3 {
+		t.Fatalf("%d chunks, want 3", len(ws))
+	}
+	// Saved last chunk first: the table's order is 2, 1, 0.
+	for i := len(ws) - 1; i >= 0; i-- {
+		if n, err := s.SaveChunkEmbeddings(ctx, "old", r.Collection.ID, r.DocID, r.Hash, ws[i:i+1]); err != nil || n != 1 {
+			t.Fatal(n, err)
+		}
+	}
+	hold, holder := begin(t, s)
+	if _, err := hold.Exec(ctx, `SELECT FROM chunk_embeddings WHERE collection_id = $1 AND doc_id = $2 AND chunk_index = 1 FOR KEY SHARE`,
+		r.Collection.ID, r.DocID); err != nil {
+		t.Fatal(err)
+	}
+	dropped := make(chan error, 1)
+	go func() {
+		_, _, err := s.DeleteOtherModelVectors(ctx, "m", time.Minute, 100)
+		dropped <- err
+	}()
+	dropper := blockedBy(t, s, holder, func() bool { return len(dropped) > 0 }, "the drop to wait for the held vector")
+	if dropper == 0 {
+		t.Fatalf("the drop did not wait for the held vector: %v", <-dropped)
+	}
+	deleted := make(chan error, 1)
+	go func() {
+		_, err := s.DeleteDocument(ctx, alice, "kb", "a")
+		deleted <- err
+	}()
+	eventstest.Eventually(t, "the delete to wait for the held vector or the drop", 30*time.Second, func() (bool, string) {
+		if len(deleted) > 0 {
+			return true, ""
+		}
+		var waiting int
+		err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE pg_blocking_pids(pid) && ARRAY[$1, $2]::int[] AND query LIKE 'DELETE FROM documents%'`, holder, dropper).Scan(&waiting)
+		return err == nil && waiting > 0, fmt.Sprint(waiting, err)
+	})
+	if err := hold.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	derr, xerr := <-dropped, <-deleted
+	if derr != nil || xerr != nil {
+		t.Fatalf("drop: %v; document delete: %v; want both done", derr, xerr)
+	}
+	var left int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM chunk_embeddings WHERE collection_id = $1`, r.Collection.ID).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d chunk vectors left (%v), want none", left, err)
 	}
 }
