@@ -120,18 +120,23 @@ func TestAloneWaiterWokenWhenTheLockIsLetGo(t *testing.T) {
 	})
 	e.publish(events.Turn{ID: "poison", UserID: "user-p", UserMessage: "My name is Alice. " + marker})
 	// Both were cut; one is sent again alone and held at the server, the
-	// other waits for the lock, snoozed longer each time it finds it
-	// taken, until a snooze has seconds left: without a wake, its run
-	// would come then.
-	var (
-		waiter int64
-		until  time.Time
-	)
-	e.waitFor("a job held back for the lock, seconds of its snooze left", func() (bool, string) {
-		err := e.store.Pool().QueryRow(e.ctx, `SELECT id, scheduled_at FROM river_job WHERE kind = $1 AND state IN ('scheduled', 'available')
-			AND (metadata->>'memoryd_alone_holds')::int >= 1 AND scheduled_at > now() + interval '3 seconds'`, worker.ExtractJobKind).Scan(&waiter, &until)
+	// other waits for the lock, snoozed each time it finds it taken. Its
+	// snooze is pushed an hour out, in the statement that finds it (a job
+	// back from its snooze in between is not matched), so that within the
+	// wait only the wake can run it. Before, the test waited for a snooze
+	// with 3 s left and released the lock then: at load 14-21 it failed 4
+	// of 41 runs, 3 seeing no such snooze within the 2 minutes, 1 where the
+	// request's end, the holder's commit and the wake took longer than
+	// the 3 s and the snooze ran out first.
+	var waiter int64
+	e.waitFor("a job held back for the lock", func() (bool, string) {
+		err := e.store.Pool().QueryRow(e.ctx, `UPDATE river_job SET scheduled_at = now() + interval '1 hour'
+			WHERE id = (SELECT id FROM river_job WHERE kind = $1 AND state IN ('scheduled', 'available')
+				AND (metadata->>'memoryd_alone_holds')::int >= 1 AND scheduled_at > now()
+				ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
+			RETURNING id`, worker.ExtractJobKind).Scan(&waiter)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return false, "none yet"
+			return false, extractJobs(t, e)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -139,6 +144,7 @@ func TestAloneWaiterWokenWhenTheLockIsLetGo(t *testing.T) {
 		return true, ""
 	})
 	release()
+	// Not woken, the waiter runs in an hour: this wait fails first.
 	e.waitDone(2)
 	for _, turn := range [][2]string{{"user-a", "innocent"}, {"user-p", "poison"}} {
 		got, err := e.store.GetTurn(e.ctx, turn[0], turn[1])
@@ -149,11 +155,37 @@ func TestAloneWaiterWokenWhenTheLockIsLetGo(t *testing.T) {
 			t.Errorf("turn %s/%s %s: %s", turn[0], turn[1], got.Status, got.LastError)
 		}
 	}
-	var ranAt time.Time
-	if err := e.store.Pool().QueryRow(e.ctx, `SELECT attempted_at FROM river_job WHERE id = $1`, waiter).Scan(&ranAt); err != nil {
+	var woken bool
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT scheduled_at < now() + interval '30 minutes' FROM river_job WHERE id = $1`, waiter).Scan(&woken); err != nil {
 		t.Fatal(err)
 	}
-	if !ranAt.Before(until) {
-		t.Errorf("the waiting job ran at %s, its snooze's end (%s) or later; want it woken when the lock was let go", ranAt.Format(time.StampMilli), until.Format(time.StampMilli))
+	if !woken {
+		t.Errorf("the waiting job did not run before its snooze's end; want it woken when the lock was let go")
 	}
+}
+
+// extractJobs describes the extraction jobs, for a wait's last state.
+func extractJobs(t *testing.T, e *env) string {
+	t.Helper()
+	rows, err := e.store.Pool().Query(e.ctx, `SELECT id, state, attempt, round(extract(epoch FROM scheduled_at - now())::numeric, 2), metadata::text
+		FROM river_job WHERE kind = $1 ORDER BY id`, worker.ExtractJobKind)
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for rows.Next() {
+		var (
+			id, attempt int64
+			state, meta string
+			in          float64
+		)
+		if err := rows.Scan(&id, &state, &attempt, &in, &meta); err != nil {
+			return err.Error()
+		}
+		out = append(out, fmt.Sprintf("job %d %s attempt %d due in %.2fs %s", id, state, attempt, in, meta))
+	}
+	if err := rows.Err(); err != nil {
+		return err.Error()
+	}
+	return fmt.Sprint(len(out), " jobs: ", strings.Join(out, "; "))
 }
