@@ -265,15 +265,7 @@ func TestPruneWaitsForAGenerationRowHeld(t *testing.T) {
 	if _, err := hold.Exec(ctx, `SELECT FROM embedding_generations WHERE user_id = 'alice' FOR NO KEY UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	type result struct {
-		n   int64
-		err error
-	}
-	pruned := make(chan result, 1)
-	go func() {
-		n, err := s.DeleteOldestContext(ctx, 2)
-		pruned <- result{n, err}
-	}()
+	pruned := pruneOldest(ctx, s, 2)
 	if blockedBy(t, s, holder, func() bool { return len(pruned) > 0 }, "the prune to wait for alice's generation row") == 0 {
 		r := <-pruned
 		t.Fatalf("the prune did not wait for the held generation row: it deleted %d (%v)", r.n, r.err)
@@ -288,4 +280,20 @@ func TestPruneWaitsForAGenerationRowHeld(t *testing.T) {
 	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM context WHERE user_id = 'alice'`).Scan(&left); err != nil || left != 1 {
 		t.Fatalf("alice has %d items left (%v); want the newest", left, err)
 	}
+}
+
+// pruneResult is what DeleteOldestContext returned.
+type pruneResult struct {
+	n   int64
+	err error
+}
+
+// pruneOldest runs DeleteOldestContext(n) on the pool in a goroutine.
+func pruneOldest(ctx context.Context, s *store.Store, n int) <-chan pruneResult {
+	pruned := make(chan pruneResult, 1)
+	go func() {
+		d, err := s.DeleteOldestContext(ctx, n)
+		pruned <- pruneResult{d, err}
+	}()
+	return pruned
 }

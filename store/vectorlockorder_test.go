@@ -279,15 +279,7 @@ func TestPruneBesideSaveReplacingAVector(t *testing.T) {
 		r := <-saved
 		t.Fatalf("the save did not wait for b1's generation row: %d saved, %v", r.n, r.err)
 	}
-	type result struct {
-		n   int64
-		err error
-	}
-	pruned := make(chan result, 1)
-	go func() {
-		n, err := s.DeleteOldestContext(ctx, 2)
-		pruned <- result{n, err}
-	}()
+	pruned := pruneOldest(ctx, s, 2)
 	// The prune holds a1's row and waits for b1's, behind the save (which
 	// holds the row's tuple lock while it waits).
 	eventstest.Eventually(t, "the prune to wait for b1's generation row", 30*time.Second, func() (bool, string) {
