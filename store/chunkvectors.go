@@ -109,6 +109,18 @@ type ChunkEmbeddingWrite struct {
 	Vector []byte
 }
 
+// shareCollection locks the collection (KEY SHARE: a put and a vector
+// write take it so, a delete of the collection FOR UPDATE), and reports
+// false when it is gone.
+func (s *Store) shareCollection(ctx context.Context, collectionID int64) (bool, error) {
+	var one int
+	err := s.db.QueryRow(ctx, `SELECT 1 FROM collections WHERE id = $1 FOR KEY SHARE`, collectionID).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // SaveChunkEmbeddings saves vectors of model for chunks of the document's
 // content of hash, replacing a chunk's earlier vector of the same model.
 // Nothing is saved when the document no longer holds that content (a
@@ -136,13 +148,8 @@ func (s *Store) SaveChunkEmbeddings(ctx context.Context, model string, collectio
 	}
 	var saved int64
 	err := s.inTx(ctx, func(q *Store) error {
-		var one int
-		err := q.db.QueryRow(ctx, `SELECT 1 FROM collections WHERE id = $1 FOR KEY SHARE`, collectionID).Scan(&one)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil // deleted, with the document
-		}
-		if err != nil {
-			return err
+		if ok, err := q.shareCollection(ctx, collectionID); !ok || err != nil {
+			return err // or deleted, with the document
 		}
 		// The document, while it holds the content embedded, until the
 		// save commits: a re-put (its FOR UPDATE), an index job or a
@@ -152,7 +159,8 @@ func (s *Store) SaveChunkEmbeddings(ctx context.Context, model string, collectio
 		// between that snapshot and the rows' writes, and its chunks (the
 		// same indexes) let the old content's vectors in, over the new
 		// content's own when its job had saved them (ON CONFLICT).
-		err = q.db.QueryRow(ctx, `SELECT 1 FROM documents WHERE collection_id = $1 AND doc_id = $2
+		var one int
+		err := q.db.QueryRow(ctx, `SELECT 1 FROM documents WHERE collection_id = $1 AND doc_id = $2
 			AND content_hash = $3 AND status = 'ready' FOR SHARE`, collectionID, docID, hash).Scan(&one)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil // gone, or other content: its own jobs embed it

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -557,13 +556,8 @@ func (s *Store) DeleteOtherModelVectors(ctx context.Context, model string, live 
 func (s *Store) deleteOtherModelChunks(ctx context.Context, keep []string, collectionID int64) (int64, error) {
 	var n int64
 	err := s.inTx(ctx, func(q *Store) error {
-		var one int
-		err := q.db.QueryRow(ctx, `SELECT 1 FROM collections WHERE id = $1 FOR KEY SHARE`, collectionID).Scan(&one)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil // deleted, with its vectors
-		}
-		if err != nil {
-			return err
+		if ok, err := q.shareCollection(ctx, collectionID); !ok || err != nil {
+			return err // or deleted, with its vectors
 		}
 		if _, err := q.db.Exec(ctx, `SELECT count(*) FROM (SELECT FROM documents d WHERE d.collection_id = $1
 			AND EXISTS (SELECT FROM chunk_embeddings e WHERE e.collection_id = d.collection_id AND e.doc_id = d.doc_id AND e.model <> ALL($2))

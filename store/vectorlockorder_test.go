@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -36,18 +37,12 @@ func TestDropOfOtherModelsBesideClear(t *testing.T) {
 	if _, err := hold.Exec(ctx, `SELECT FROM context_embeddings WHERE context_id = $1 AND model = 'old2' FOR KEY SHARE`, lo); err != nil {
 		t.Fatal(err)
 	}
-	dropped := make(chan error, 1)
-	go func() {
-		n, _, err := s.DeleteOtherModelVectors(ctx, "m", time.Minute, 100)
-		if err == nil && n != 0 && n != 3 {
-			err = fmt.Errorf("dropped %d vectors, want 3 (or 0 after the clear)", n)
+	dropper, dropped := dropHeld(t, ctx, s, holder, "the held vector", func(n int64) error {
+		if n != 0 && n != 3 {
+			return fmt.Errorf("dropped %d vectors, want 3 (or 0 after the clear)", n)
 		}
-		dropped <- err
-	}()
-	dropper := blockedBy(t, s, holder, func() bool { return len(dropped) > 0 }, "the drop to wait for the held vector")
-	if dropper == 0 {
-		t.Fatalf("the drop did not wait for the held vector: %v", <-dropped)
-	}
+		return nil
+	})
 	cleared := make(chan error, 1)
 	go func() {
 		_, err := s.DeleteContext(ctx, store.ContextDelete{UserID: "alice", All: true})
@@ -112,15 +107,7 @@ func TestDropOfOtherModelsBesideSaveOfSeveralUsers(t *testing.T) {
 	if _, err := hold.Exec(ctx, `SELECT FROM embedding_generations WHERE user_id = 'm1' FOR NO KEY UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	dropped := make(chan error, 1)
-	go func() {
-		_, _, err := s.DeleteOtherModelVectors(ctx, "m", time.Minute, 100)
-		dropped <- err
-	}()
-	dropper := blockedBy(t, s, holder, func() bool { return len(dropped) > 0 }, "the drop to wait for m1's generation")
-	if dropper == 0 {
-		t.Fatalf("the drop did not wait for m1's generation: %v", <-dropped)
-	}
+	dropper, dropped := dropHeld(t, ctx, s, holder, "m1's generation", nil)
 	saved := make(chan saveResult, 1)
 	go func() {
 		n, err := s.SaveEmbeddings(ctx, "m", append(append([]store.EmbeddingWrite(nil), items["a1"]...), items["b1"]...))
@@ -327,15 +314,7 @@ func TestDropOfOtherModelsChunkVectorsBesideDocumentDelete(t *testing.T) {
 		r.Collection.ID, r.DocID); err != nil {
 		t.Fatal(err)
 	}
-	dropped := make(chan error, 1)
-	go func() {
-		_, _, err := s.DeleteOtherModelVectors(ctx, "m", time.Minute, 100)
-		dropped <- err
-	}()
-	dropper := blockedBy(t, s, holder, func() bool { return len(dropped) > 0 }, "the drop to wait for the held vector")
-	if dropper == 0 {
-		t.Fatalf("the drop did not wait for the held vector: %v", <-dropped)
-	}
+	dropper, dropped := dropHeld(t, ctx, s, holder, "the held vector", nil)
 	deleted := make(chan error, 1)
 	go func() {
 		_, err := s.DeleteDocument(ctx, alice, "kb", "a")
@@ -361,4 +340,25 @@ func TestDropOfOtherModelsChunkVectorsBesideDocumentDelete(t *testing.T) {
 	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM chunk_embeddings WHERE collection_id = $1`, r.Collection.ID).Scan(&left); err != nil || left != 0 {
 		t.Fatalf("%d chunk vectors left (%v), want none", left, err)
 	}
+}
+
+// dropHeld starts the drop of the vectors of models other than "m" (the
+// prune after a model change) and returns once it waits for holder's
+// backend, with its own and a channel that gets its error; check, when
+// not nil, judges how many context items' vectors it dropped.
+func dropHeld(t *testing.T, ctx context.Context, s *store.Store, holder int, what string, check func(int64) error) (int, <-chan error) {
+	t.Helper()
+	dropped := make(chan error, 1)
+	go func() {
+		n, _, err := s.DeleteOtherModelVectors(ctx, "m", time.Minute, 100)
+		if err == nil && check != nil {
+			err = check(n)
+		}
+		dropped <- err
+	}()
+	dropper := blockedBy(t, s, holder, func() bool { return len(dropped) > 0 }, "the drop to wait for "+what)
+	if dropper == 0 {
+		t.Fatalf("the drop did not wait for %s: %v", what, <-dropped)
+	}
+	return dropper, dropped
 }
