@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -158,13 +159,25 @@ func (w *Worker) wakeSoon(m *modelWaiters, d time.Duration) {
 	w.mu.Unlock()
 	time.AfterFunc(d, func() {
 		m.pending.Store(false)
+		w.mu.Lock()
 		select {
 		case <-halt:
+			w.mu.Unlock()
 			return
 		default:
 		}
+		w.wakes.Add(1) // under mu, halt open: Stop's Wait follows it
+		w.mu.Unlock()
+		defer w.wakes.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout)
 		defer cancel()
+		go func() { // ends with the wake (cancel, deferred)
+			select {
+			case <-halt:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 		w.wakeWaiters(ctx, m)
 	})
 }
@@ -219,6 +232,9 @@ func (w *Worker) wakeWaiters(ctx context.Context, m *modelWaiters) {
 		woken, err := w.cfg.Store.WakeWaiting(ctx, jobs, store.Wake{SnoozedKey: metaSnoozedFor, Reason: outcomeModelDown,
 			WokenKey: metaWoken, WaitKey: metaModelWaitMillis, UnwaitedKey: metaModelUnwaitedMillis, CountKey: metaWakes, MaxWakes: maxWakes,
 			CountedAtKey: metaWakeCountedAt, CountEvery: wakeCountEvery})
+		if errors.Is(err, context.Canceled) {
+			return // Stop began: the snoozes stand
+		}
 		if err != nil {
 			w.logger.Warn("cannot wake the "+m.kind+" jobs waiting for the "+m.server+"; they run when their snoozes end", "error", err)
 			return

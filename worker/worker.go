@@ -748,6 +748,9 @@ type Worker struct {
 	// halt is closed when Stop begins, for the jobs that end at once then
 	// rather than hold the stop (halting).
 	halt chan struct{}
+	// wakes counts the wakes of waiting jobs running (wakeSoon's timers),
+	// added to under mu while halt is open; Stop waits for them.
+	wakes sync.WaitGroup
 	// endRebind ends keepConsuming, which closes rebound when it returns.
 	endRebind context.CancelFunc
 	rebound   chan struct{}
@@ -1322,6 +1325,10 @@ func (w *Worker) Stop(ctx context.Context) error {
 			_ = (<-w.msgs).Nak()
 		}
 	}
+	// A wake running now ends with halt (its statement cancelled); none
+	// starts after it. Waited for, so that none writes or logs after Stop
+	// (a CLI test's buffer was read while one logged).
+	w.wakes.Wait()
 	err := w.river.Stop(ctx)
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		// Jobs are cancelled now; one that ignores its context must not
