@@ -189,7 +189,7 @@ func (o *connOptions) logger(a *cli) (*slog.Logger, error) {
 // "1", both then reported as "NATS is not reachable" (walk7). It reads
 // each comma-separated URL as nats.go does (nats:// when no scheme, 4222
 // when no port). Only the host and path are echoed: a URL may hold a
-// password.
+// password (and none when an '@' follows them: they hold a piece of it).
 func checkNATSURL(list string) error {
 	for _, s := range strings.Split(list, ",") {
 		if s = strings.TrimSpace(s); s == "" {
@@ -197,6 +197,13 @@ func checkNATSURL(list string) error {
 		}
 		if !strings.Contains(s, "://") {
 			s = "nats://" + s
+		}
+		_, rest, _ := strings.Cut(s, "://")
+		if i := strings.IndexAny(rest, "/?#"); i >= 0 && strings.Contains(rest[i:], "@") {
+			// An '@' after the end of the host: a '/', '?' or '#' in the
+			// password ended it, and the port, host or path the parse
+			// reads are pieces of the password.
+			return errors.New("is not a URL such as nats://user:password@127.0.0.1:4222: a '/', '?', '#' or '@' in a user or password is written %2F, %3F, %23 or %40")
 		}
 		u, err := url.Parse(s)
 		if err != nil {

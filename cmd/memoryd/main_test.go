@@ -135,6 +135,13 @@ func TestCheckNATSURL(t *testing.T) {
 		{"nats://u:secret@127.0.0.1:42x2", `invalid port ":42x2" after host`},
 		{"nats://a:4222,nats://b:4222/x", `reads as host "b:4222" and path "/x"`},
 		{"nats://[::1", "is not a URL such as nats://127.0.0.1:4222"},
+		// A password with a character that ends the authority: the
+		// parse reads part of it as a port, a host or a path.
+		{"nats://u:secret#1@127.0.0.1:4222", "written %2F, %3F, %23 or %40"},
+		{"nats://u:secret?1@127.0.0.1:4222", "written %2F, %3F, %23 or %40"},
+		{"nats://u:secret/1@127.0.0.1:4222", "written %2F, %3F, %23 or %40"},
+		{"nats://u:9/secret@127.0.0.1:4222", "written %2F, %3F, %23 or %40"},
+		{"nats://u:secret%2F1@127.0.0.1:4222", ""},
 	} {
 		err := checkNATSURL(tc.url)
 		switch {
