@@ -46,7 +46,8 @@ func TestSaveChunkEmbeddingsDuringACollectionDeletion(t *testing.T) {
 	saved := saveWaitingOnALock(t, s, tx, "INSERT INTO chunk_embeddings", func() (int64, error) {
 		return s.SaveChunkEmbeddings(ctx, "m", b.Collection.ID, b.DocID, b.Hash, ws)
 	})
-	// The deletion, until it waits on the save (or on the lock above).
+	// The deletion, until it waits on the save (or on the lock above): in
+	// its lock of the collections or its delete.
 	type deleted struct {
 		n   int64
 		err error
@@ -66,7 +67,7 @@ func TestSaveChunkEmbeddingsDuringACollectionDeletion(t *testing.T) {
 		// (which the lock above blocks), not another test's or database's.
 		var waiting int
 		if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity d
-			WHERE d.query LIKE '%DELETE FROM collections%' AND ($1 = ANY(pg_blocking_pids(d.pid)) OR EXISTS (
+			WHERE (d.query LIKE '%DELETE FROM collections%' OR d.query LIKE '%FROM collections WHERE%ORDER BY id FOR UPDATE%') AND ($1 = ANY(pg_blocking_pids(d.pid)) OR EXISTS (
 				SELECT 1 FROM pg_stat_activity w WHERE $1 = ANY(pg_blocking_pids(w.pid)) AND w.pid = ANY(pg_blocking_pids(d.pid))))`, holder).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}

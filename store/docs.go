@@ -680,14 +680,27 @@ func (s *Store) DeleteCollections(ctx context.Context, o Owner, jobs ...RiverJob
 			WHERE c.owner_kind = $1 AND c.owner = $2`, kind, owner).Scan(&n); err != nil {
 			return err
 		}
-		if err := q.deleteCollectionsWhere(ctx, jobs, `owner_kind = $1 AND owner = $2`, kind, owner); err != nil {
+		const where = `owner_kind = $1 AND owner = $2`
+		if kind == "user" {
+			// The user's defaults after the collections' locks (as a
+			// setting of them takes its collections first) and before
+			// their delete, all in (user, collection) order, as a clear of
+			// them (SetDefaultCollections) and the user's forget
+			// (ForgetUser) take them: left to the cascade and a delete at
+			// the end, those of shared collections went last, and each held
+			// a default the other waited for.
+			if err := q.lockCollectionsWhere(ctx, where, kind, owner); err != nil {
+				return err
+			}
+			if err := q.deleteDefaultsOf(ctx, owner); err != nil {
+				return err
+			}
+		}
+		if err := q.deleteCollectionsWhere(ctx, jobs, where, kind, owner); err != nil {
 			return err
 		}
 		if kind == "user" {
 			if _, err := q.db.Exec(ctx, `DELETE FROM collection_readers WHERE user_id = $1`, owner); err != nil {
-				return err
-			}
-			if _, err := q.db.Exec(ctx, `DELETE FROM doc_defaults WHERE user_id = $1`, owner); err != nil {
 				return err
 			}
 		}
@@ -830,11 +843,49 @@ func (q *Store) deleteEmptiedBefore(ctx context.Context, user string, t time.Tim
 	return err
 }
 
+// lockCollectionsWhere locks the collections where holds (FOR UPDATE) in
+// id order, as deleteDocumentsBefore and SetDefaultCollections lock
+// theirs: a delete alone locks them in its plan's order (a user's by name,
+// the unique index's), and a forget beside the finish of a forget cut
+// short of the same user each held a collection the other waited for.
+func (q *Store) lockCollectionsWhere(ctx context.Context, where string, args ...any) error {
+	_, err := q.db.Exec(ctx, `SELECT 1 FROM collections WHERE `+where+` ORDER BY id FOR UPDATE`, args...)
+	return err
+}
+
+// lockDefaultsWhere locks the default collections' rows where holds (an
+// SQL condition on doc_defaults, with args) in (user, collection) order:
+// every writer that deletes several of them takes them so, before it
+// deletes them (a DELETE alone, or a cascade, goes in its plan's order,
+// the table's or the collections' names'), and its collections' locks
+// before these.
+func (q *Store) lockDefaultsWhere(ctx context.Context, where string, args ...any) error {
+	_, err := q.db.Exec(ctx, `SELECT 1 FROM doc_defaults WHERE `+where+` ORDER BY user_id, collection_id FOR UPDATE`, args...)
+	return err
+}
+
+// deleteDefaultsOf deletes the user's default collections, locked in
+// order first (lockDefaultsWhere).
+func (q *Store) deleteDefaultsOf(ctx context.Context, user string) error {
+	if err := q.lockDefaultsWhere(ctx, `user_id = $1`, user); err != nil {
+		return err
+	}
+	_, err := q.db.Exec(ctx, `DELETE FROM doc_defaults WHERE user_id = $1`, user)
+	return err
+}
+
 // deleteCollectionsWhere deletes the collections where (an SQL condition
 // on collections, with args) holds, their documents and chunks (the
 // cascade), and the River jobs of jobs's shapes with a CollectionField
 // that name one of them, in any state.
 func (q *Store) deleteCollectionsWhere(ctx context.Context, jobs []RiverJobs, where string, args ...any) error {
+	if err := q.lockCollectionsWhere(ctx, where, args...); err != nil {
+		return err
+	}
+	// Their defaults too, which the cascade deletes in the delete's order.
+	if err := q.lockDefaultsWhere(ctx, `collection_id IN (SELECT id FROM collections WHERE `+where+`)`, args...); err != nil {
+		return err
+	}
 	rows, err := q.db.Query(ctx, `DELETE FROM collections WHERE `+where+` RETURNING id`, args...)
 	if err != nil {
 		return err

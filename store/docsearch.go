@@ -161,6 +161,14 @@ func (s *Store) SetDefaultCollections(ctx context.Context, user string, names []
 	reader := Owner{User: user}
 	out := []string{}
 	err := s.inTx(ctx, func(q *Store) error {
+		// The user's settings one after the other, before any other lock:
+		// the delete below sees no row another setting has not committed,
+		// and two settings of a user without defaults then inserted the
+		// same rows (23505), or waited each for a row the other inserted
+		// (40P01).
+		if _, err := q.db.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('memoryd.doc_defaults.' || current_schema()), hashtext($1))`, user); err != nil {
+			return err
+		}
 		var cols []Collection
 		if len(names) > 0 {
 			var err error
@@ -175,10 +183,28 @@ func (s *Store) SetDefaultCollections(ctx context.Context, user string, names []
 			ids[i] = c.ID
 			out = append(out, c.Ref(reader))
 		}
-		if _, err := q.db.Exec(ctx, `DELETE FROM doc_defaults WHERE user_id = $1`, user); err != nil {
+		// The collections first, in id order (KEY SHARE, as the insert's
+		// foreign key checks take them), before the user's defaults: a
+		// forget locks the collections in id order and then deletes their
+		// defaults by its cascade. Locked by those checks, in the order
+		// named and after the defaults' delete, the two deadlocked.
+		rows, err := q.db.Query(ctx, `SELECT id FROM collections WHERE id = ANY($1) ORDER BY id FOR KEY SHARE`, ids)
+		if err != nil {
 			return err
 		}
-		_, err := q.db.Exec(ctx, `INSERT INTO doc_defaults (user_id, collection_id, position)
+		locked, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return err
+		}
+		for _, c := range cols {
+			if !slices.Contains(locked, c.ID) {
+				return &NoCollectionError{Name: c.Ref(reader)} // deleted since read
+			}
+		}
+		if err := q.deleteDefaultsOf(ctx, user); err != nil {
+			return err
+		}
+		_, err = q.db.Exec(ctx, `INSERT INTO doc_defaults (user_id, collection_id, position)
 			SELECT $1, c, n FROM unnest($2::bigint[]) WITH ORDINALITY AS u(c, n)`, user, ids)
 		return err
 	})

@@ -170,7 +170,7 @@ func (s *Store) forgetUser(ctx context.Context, userID, token string, through St
 		// finished as of its time (DeleteDocumentsBefore), and a default
 		// has no time to tell it was chosen before the forget; a shared
 		// scope granted again after would bring it back.
-		if _, err := q.db.Exec(ctx, `DELETE FROM doc_defaults WHERE user_id = $1`, userID); err != nil {
+		if err := q.deleteDefaultsOf(ctx, userID); err != nil {
 			return fmt.Errorf("forget default collections: %w", err)
 		}
 		// After the vectors (deleteMemory): the generation row is the last
