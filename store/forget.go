@@ -136,7 +136,13 @@ func (s *Store) forgetUser(ctx context.Context, userID, token string, through St
 		// Turns next: deleting them waits for any extraction holding their
 		// locks to commit, so the memory it wrote is visible to the deletes
 		// below; a later extraction finds no turns and writes nothing.
-		tag, err := q.db.Exec(ctx, `DELETE FROM turns WHERE user_id = $1`, userID)
+		// Locked first in (turn_at, event_id) order, as a claim, a save and a
+		// replay lock them: a burst's claim does not take the user's lock,
+		// and deleted as the delete met them, each of the two held a turn
+		// the other waited for (TestClaimBesideForgetOfDisorderedTurns).
+		tag, err := q.db.Exec(ctx, `WITH locked AS MATERIALIZED (
+				SELECT event_id FROM turns WHERE user_id = $1 ORDER BY turn_at, event_id FOR UPDATE)
+			DELETE FROM turns t USING locked l WHERE t.user_id = $1 AND t.event_id = l.event_id`, userID)
 		if err != nil {
 			return fmt.Errorf("forget turns: %w", err)
 		}

@@ -239,7 +239,15 @@ func (s *Store) endClaims(ctx context.Context, jobs []TakenJob) ([]TakenJob, err
 	for i, j := range jobs {
 		ids[i] = j.ID
 	}
-	if _, err := s.db.Exec(ctx, `UPDATE turns SET claimed_until = NULL, claimed_by = NULL WHERE claimed_by = ANY($1)`, ids); err != nil {
+	// The turns are locked in (turn_at, event_id) order, as saves, claims
+	// and a replay's requeue lock them: locked as the update met them,
+	// beside a replay of the same turns each held one the other waited for
+	// (TestReplayBesideTakeOverOfAJobClaimingDisorderedTurns).
+	if _, err := s.db.Exec(ctx, `WITH locked AS MATERIALIZED (
+			SELECT user_id, event_id FROM turns WHERE claimed_by = ANY($1)
+			ORDER BY turn_at, event_id, user_id FOR UPDATE)
+		UPDATE turns t SET claimed_until = NULL, claimed_by = NULL
+		FROM locked l WHERE t.user_id = l.user_id AND t.event_id = l.event_id AND t.claimed_by = ANY($1)`, ids); err != nil {
 		return nil, fmt.Errorf("take over jobs: release claims: %w", err)
 	}
 	// Likewise the jobs they claimed (ClaimJobs) go back to River now

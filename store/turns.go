@@ -357,9 +357,18 @@ func (s *Store) ResetFailed(ctx context.Context, keys []TurnKey) ([]TurnKey, err
 	for i, k := range keys {
 		users[i], ids[i] = k.UserID, k.EventID
 	}
-	rows, err := s.db.Query(ctx, `UPDATE turns t SET status = 'pending'
-		FROM unnest($1::text[], $2::text[]) AS k(u, e)
-		WHERE t.user_id = k.u AND t.event_id = k.e AND t.status = 'failed'
+	// Locked in (turn_at, event_id) order, as saves, claims and a replay's
+	// requeue lock them: the keys come oldest received first, and an
+	// update locks rows as its join meets them, so beside a replay of the
+	// same turns each held one the other waited for
+	// (TestReplayBesideRetryOfDisorderedFailedTurns).
+	rows, err := s.db.Query(ctx, `WITH locked AS MATERIALIZED (
+			SELECT t.user_id, t.event_id FROM turns t
+			WHERE (t.user_id, t.event_id) IN (SELECT u, e FROM unnest($1::text[], $2::text[]) AS k(u, e)) AND t.status = 'failed'
+			ORDER BY t.turn_at, t.event_id, t.user_id FOR UPDATE)
+		UPDATE turns t SET status = 'pending'
+		FROM locked l
+		WHERE t.user_id = l.user_id AND t.event_id = l.event_id AND t.status = 'failed'
 		RETURNING t.user_id, t.event_id`, users, ids)
 	if err != nil {
 		return nil, fmt.Errorf("reset failed: %w", err)

@@ -146,9 +146,13 @@ type Reextraction struct {
 // changed stays the later one) and records the new provenance on the turns.
 // Run it inside InTx. It returns the event ids it replaced.
 func (s *Store) ReplaceOffline(ctx context.Context, r Reextraction) ([]string, error) {
+	// In (turn_at, event_id) order, as a save, a claim and a replay's
+	// requeue lock a user's turns: by event id, beside a replay of turns
+	// whose ids are not in time order, each held a turn the other waited
+	// for (TestReplayBesideReplaceOfflineOfDisorderedTurns).
 	rows, err := s.db.Query(ctx, `SELECT event_id FROM turns
 		WHERE user_id = $1 AND event_id = ANY($2) AND status = 'processed' AND extractor = $3
-		ORDER BY event_id FOR UPDATE`, r.UserID, r.EventIDs, r.Offline)
+		ORDER BY turn_at, event_id FOR UPDATE`, r.UserID, r.EventIDs, r.Offline)
 	if err != nil {
 		return nil, fmt.Errorf("replace offline memory: %w", err)
 	}
