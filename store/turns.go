@@ -136,6 +136,15 @@ func (s *Store) InsertTurns(ctx context.Context, turns []Turn) ([]TurnOutcome, e
 	// every other one is then compared with what the table holds, in a
 	// second statement, which also sees a row a concurrent transaction
 	// committed while the insert waited on it.
+	//
+	// New keys are inserted in (user_id, event_id) order, as a replay's
+	// RequeueTurns inserts (or sets back to pending) them, not in the
+	// batch's (stream) order: an insert waits for another transaction's
+	// uncommitted insert or update of the same key, so beside a replay
+	// recording the same turns in the other order each waited for the
+	// other (40P01, ingest's whole batch failed;
+	// TestIngestBesideReplayOfTheSameNewTurns). Nothing reads the insert
+	// order: each row carries its stream_seq and turn_at.
 	const input = `unnest($1::int[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[], $8::jsonb[], $9::bigint[], $10::timestamptz[], $11::text[], $12::timestamptz[], $13::int[])
 		AS x(i, e, u, c, m, r, a, md, q, cf, sc, qc, tz)`
 	args := []any{idx, ids, users, convs, msgs, resps, ats, metas, seqs, clamped, scopes, streams, offsets}
@@ -143,7 +152,7 @@ func (s *Store) InsertTurns(ctx context.Context, turns []Turn) ([]TurnOutcome, e
 		INSERT INTO turns (event_id, user_id, conversation_id, user_message, assistant_response, turn_at, metadata, stream_seq, stream_stored_at, clamped_from, content_hash, scope, turn_offset)
 		SELECT e, u, c, m, r, a, md, q, qc, cf, memoryd_turn_hash(c, m, r, coalesce(cf, a), md), sc, tz
 		FROM (SELECT DISTINCT ON (u, e) * FROM `+input+` ORDER BY u, e, i) x
-		ORDER BY i
+		ORDER BY u, e
 		ON CONFLICT (user_id, event_id) DO NOTHING
 		RETURNING user_id, event_id`, args...)
 	if err != nil {
