@@ -586,6 +586,16 @@ func IsLockWait(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "40P01" || pgErr.Code == "40001")
 }
 
+// IsRolledBack reports whether err is Postgres rolling the transaction back
+// to let another go on: a deadlock it broke (40P01) or a serialization
+// failure (40001). Unlike a lock timeout (55P03, which waited its whole
+// timeout), the other transaction is no longer held up by this one, so
+// the work redone at once normally passes.
+func IsRolledBack(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
+}
+
 // IsDiskFull reports whether err is Postgres refusing a write for a full
 // disk (SQLSTATE 53100 disk_full, "could not extend file ...: No space
 // left on device"): every write fails until an operator frees space, while

@@ -123,6 +123,11 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 	}
 }
 
+// ingestTxAttempts bounds the transactions one batch tries when Postgres
+// rolls them back for a lock conflict (store.IsRolledBack), before the
+// batch goes the way of a failure (logged, handed back, waited out).
+const ingestTxAttempts = 3
+
 // msgIngestFailing is logged at each batch that cannot be recorded.
 const msgIngestFailing = "ingest: cannot record turns; will redeliver"
 
@@ -248,7 +253,7 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) (stored bool
 	// forever; the events are then redelivered like on any other failure.
 	txCtx, cancel := context.WithTimeout(ctx, w.cfg.AckWait/2)
 	defer cancel()
-	err = w.cfg.Store.InTx(txCtx, func(tx pgx.Tx, q *store.Store) error {
+	record := func(tx pgx.Tx, q *store.Store) error {
 		// Turns of a forgotten user published before the forget are
 		// dropped (and acknowledged): the forget is final. Those of a user
 		// being forgotten now are handed back, not waited for: the forget
@@ -262,7 +267,19 @@ func (w *Worker) ingest(ctx context.Context, batch []jetstream.Msg) (stored bool
 			return err
 		}
 		return w.enqueue(txCtx, tx, inserted(keep, outcomes))
-	})
+	}
+	// Redone at once, a few times, when Postgres rolled it back to break a
+	// deadlock or a serialization conflict: the other side has gone on,
+	// and the batch is not an outage to log, hand back and wait out. Only
+	// the transaction is redone: the events rejected or opted out above
+	// are dealt with.
+	for attempt := 1; ; attempt++ {
+		err = w.cfg.Store.InTx(txCtx, record)
+		if err == nil || !store.IsRolledBack(err) || attempt == ingestTxAttempts || txCtx.Err() != nil {
+			break
+		}
+		w.logger.Debug("ingest: batch rolled back for a lock conflict; redone", "attempt", attempt, "error", err)
+	}
 	if err != nil {
 		return false, err
 	}

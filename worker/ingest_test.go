@@ -16,6 +16,7 @@ import (
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
 	"github.com/memoryd/memoryd/worker"
 )
@@ -240,4 +241,63 @@ func TestIngestResumesWhenPostgresAnswersAgain(t *testing.T) {
 	e.waitFor("the ingest to say it records again", func() (bool, string) {
 		return strings.Contains(logs.String(), "ingest: recording turns again"), logs.String()
 	})
+}
+
+// A batch Postgres rolls back to break a deadlock is redone at once, not
+// taken for an outage (an ERROR a batch, the batch handed back and waited
+// out, IngestFailing for /readyz). The deadlock is forced: a transaction
+// holds alice's turn b, inserted and not committed; ingest takes alice's
+// forget lock shared and waits for b; then the transaction takes the lock
+// exclusively, as a forget does, and waits for ingest. Its
+// deadlock_timeout is long, so that ingest's backend, waiting since
+// before, is the one Postgres rolls back.
+func TestIngestRedoesABatchRolledBackForADeadlock(t *testing.T) {
+	e := setup(t)
+	ctx := e.ctx
+	hold, err := e.store.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hold.Rollback(ctx) })
+	var holder int
+	if err := hold.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hold.Exec(ctx, `SET LOCAL deadlock_timeout = '10min'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.WithTx(hold).InsertTurns(ctx, []store.Turn{{EventID: "b", UserID: "alice", ConversationID: "c",
+		UserMessage: "held", TurnAt: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedBuffer{}
+	w, _ := e.startWorker(extractor.NewRules(), func(c *worker.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	e.publish(events.Turn{ID: "b", UserID: "alice", UserMessage: "I live in Oslo"})
+	e.waitFor("the ingest to wait for the held turn", func() (bool, string) {
+		var waiting bool
+		err := e.store.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid)))`, holder).Scan(&waiting)
+		return err == nil && waiting, fmt.Sprint(err)
+	})
+	// Returns once Postgres has rolled ingest's transaction back.
+	// The lock a forget of alice takes first (store's userLock), in the
+	// holding transaction: returns once Postgres has rolled ingest's back.
+	if _, err := hold.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('memoryd.user.' || current_schema() || '.' || $1, 0))`,
+		events.UserToken("alice")); err != nil {
+		t.Fatalf("the forget's lock closing the cycle: %v; want ingest's transaction rolled back instead", err)
+	}
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.waitDone(1)
+	if strings.Contains(logs.String(), "level=ERROR") {
+		t.Fatalf("a batch rolled back for a deadlock was logged as a failure:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "batch rolled back for a lock conflict; redone") {
+		t.Fatalf("no batch redone for a deadlock: the cycle was not forced as meant:\n%s", logs.String())
+	}
+	if f := w.IngestFailing(); f != nil {
+		t.Errorf("IngestFailing after a deadlock redone = %+v, want nil", f)
+	}
 }
