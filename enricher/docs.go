@@ -118,8 +118,14 @@ func checkCollection(name string) error {
 	return nil
 }
 
-// notFound maps a collection the caller may not read to a 404.
+// notFound maps a collection the caller may not read to a 404, naming it
+// when the store does (as the caller named it, so it tells nothing of
+// others'): of several names set as defaults, the user learns which one
+// went (one a forget of the user deleted meanwhile, say).
 func notFound(err error) error {
+	if nc := (*store.NoCollectionError)(nil); errors.As(err, &nc) {
+		return &events.ServiceError{Code: 404, Description: fmt.Sprintf("no collection %q (or not readable from this subject)", nc.Name)}
+	}
 	if errors.Is(err, store.ErrNoCollection) {
 		return &events.ServiceError{Code: 404, Description: "no such collection (or not readable from this subject)"}
 	}

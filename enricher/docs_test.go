@@ -93,7 +93,7 @@ func TestDocsEndpoints(t *testing.T) {
 	if s, err := c.SearchDocuments(ctx, events.DocsSearchRequest{UserID: "alice", Query: "penguin"}); err != nil || len(s.Chunks) != 0 {
 		t.Fatalf("after delete: %+v, %v", s, err)
 	}
-	if _, err := c.ListDocuments(ctx, events.DocsListRequest{UserID: "alice", Collection: "nope"}); svcCode(err) != 404 {
+	if _, err := c.ListDocuments(ctx, events.DocsListRequest{UserID: "alice", Collection: "nope"}); svcCode(err) != 404 || !strings.Contains(err.Error(), `"nope"`) {
 		t.Fatalf("list of a missing collection: %v", err)
 	}
 }

@@ -339,3 +339,41 @@ func blockedByEither(t *testing.T, s *store.Store, a, b int, done func() bool, w
 		return err == nil && waiting > 0, fmt.Sprint(waiting, err)
 	})
 }
+
+// A collection named as a default and deleted after the setting read it
+// (a forget of its user locks it, then deletes it) is "no such
+// collection", naming it, which docs.defaults answers as its 404: the
+// insert's foreign key check failed with Postgres's own error (23503), a
+// 500. The defaults set before stay.
+func TestSetDefaultCollectionsOfACollectionDeletedMeanwhile(t *testing.T) {
+	ctx, s := setup(t)
+	ids := collectionsOfAlice(t, ctx, s)
+	if _, err := s.SetDefaultCollections(ctx, "alice", []string{"zulu"}); err != nil {
+		t.Fatal(err)
+	}
+	hold, holder := begin(t, s)
+	if _, err := hold.Exec(ctx, `SELECT FROM collections WHERE id = $1 FOR UPDATE`, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	set := make(chan error, 1)
+	go func() {
+		_, err := s.SetDefaultCollections(ctx, "alice", []string{"alpha", "mike"})
+		set <- err
+	}()
+	if blockedBy(t, s, holder, func() bool { return len(set) > 0 }, "the setting to wait for the held collection") == 0 {
+		t.Fatalf("the setting did not wait for the held collection: %v", <-set)
+	}
+	if _, err := hold.Exec(ctx, `DELETE FROM collections WHERE id = $1`, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := hold.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err := <-set
+	if nc := (*store.NoCollectionError)(nil); !errors.As(err, &nc) || nc.Name != "mike" {
+		t.Fatalf("setting of a default deleted meanwhile: %v, want no such collection \"mike\"", err)
+	}
+	if got, err := s.DefaultCollections(ctx, "alice"); err != nil || !slices.Equal(got, []string{"zulu"}) {
+		t.Fatalf("defaults after the refused setting = %v, %v; want [zulu]", got, err)
+	}
+}

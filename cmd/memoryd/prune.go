@@ -28,7 +28,9 @@ never more than the excess. A limit below what pruning can reach is
 refused before anything is pruned, and a prune that could not reach its
 limit exits 1. One prune runs at a time on a database: this one
 waits for a serve's to end. It neither creates nor migrates the database.
---json prints the whole report (the prune job's recorded output).`)
+--json prints the whole report (the prune job's recorded output); sizes
+are measured only with --max-db-size: without it, its "before" and
+"after" are zeros.`)
 	o.register(f)
 	f.ArgBool(&asJSON, "json", false, "print the report as JSON")
 	if err := f.Parse(args); err != nil {
