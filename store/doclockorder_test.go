@@ -108,10 +108,7 @@ func TestSetDefaultCollectionsBesideForgetOfDocuments(t *testing.T) {
 	if ferr != nil || serr != nil && !errors.Is(serr, store.ErrNoCollection) {
 		t.Fatalf("forget: %v; setting of the defaults: %v; want both done (or the collections gone)", ferr, serr)
 	}
-	var left int
-	if err := s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM collections WHERE owner = 'alice') + (SELECT count(*) FROM doc_defaults)`).Scan(&left); err != nil || left != 0 {
-		t.Fatalf("%d collections or defaults of alice left (%v), want none", left, err)
-	}
+	nothingOfAliceLeft(t, s)
 }
 
 // Setting a user's default collections deleted the user's defaults
@@ -150,10 +147,7 @@ func TestSetDefaultCollectionsBesideForgetOfTheDefaults(t *testing.T) {
 	if ferr != nil || serr != nil && !errors.Is(serr, store.ErrNoCollection) {
 		t.Fatalf("forget: %v; setting of the defaults: %v; want both done (or the collections gone)", ferr, serr)
 	}
-	var left int
-	if err := s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM collections WHERE owner = 'alice') + (SELECT count(*) FROM doc_defaults)`).Scan(&left); err != nil || left != 0 {
-		t.Fatalf("%d collections or defaults of alice left (%v), want none", left, err)
-	}
+	nothingOfAliceLeft(t, s)
 }
 
 // A forget of a user deleted the user's defaults of the user's own
@@ -201,10 +195,7 @@ func TestClearOfDefaultCollectionsBesideForgetOfDocuments(t *testing.T) {
 	if ferr != nil || cerr != nil {
 		t.Fatalf("forget: %v; clear of the defaults: %v; want both done", ferr, cerr)
 	}
-	var left int
-	if err := s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM collections WHERE owner = 'alice') + (SELECT count(*) FROM doc_defaults)`).Scan(&left); err != nil || left != 0 {
-		t.Fatalf("%d collections or defaults of alice left (%v), want none", left, err)
-	}
+	nothingOfAliceLeft(t, s)
 }
 
 // Two settings of a user's default collections, with no defaults before
@@ -287,8 +278,15 @@ func TestClearOfDefaultCollectionsBesideFinishOfAForgetCutShort(t *testing.T) {
 	if derr, cerr := <-done, <-cleared; derr != nil || cerr != nil {
 		t.Fatalf("finish of the forget cut short: %v; clear of the defaults: %v; want both done", derr, cerr)
 	}
+	nothingOfAliceLeft(t, s)
+}
+
+// nothingOfAliceLeft fails the test when a collection of alice, or a
+// default collection of anyone, is left.
+func nothingOfAliceLeft(t *testing.T, s *store.Store) {
+	t.Helper()
 	var left int
-	if err := s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM collections WHERE owner = 'alice') + (SELECT count(*) FROM doc_defaults)`).Scan(&left); err != nil || left != 0 {
+	if err := s.Pool().QueryRow(context.Background(), `SELECT (SELECT count(*) FROM collections WHERE owner = 'alice') + (SELECT count(*) FROM doc_defaults)`).Scan(&left); err != nil || left != 0 {
 		t.Fatalf("%d collections or defaults of alice left (%v), want none", left, err)
 	}
 }
