@@ -211,6 +211,12 @@ func checkNATSURL(list string) error {
 			if errors.As(err, &ue) {
 				err = ue.Err // without the URL it quotes
 			}
+			// An invalid escape quotes the three characters from its '%',
+			// which are the password's when it holds the '%'.
+			var ee url.EscapeError
+			if i := strings.LastIndex(rest, "@"); i >= 0 && errors.As(err, &ee) && strings.Contains(rest[:i], "%") {
+				return errors.New("is not a URL such as nats://user:password@127.0.0.1:4222: a '%' in a user or password is written %25")
+			}
 			return fmt.Errorf("is not a URL such as nats://127.0.0.1:4222: %v", err)
 		}
 		hostPort := u.Host

@@ -142,6 +142,12 @@ func TestCheckNATSURL(t *testing.T) {
 		{"nats://u:secret/1@127.0.0.1:4222", "written %2F, %3F, %23 or %40"},
 		{"nats://u:9/secret@127.0.0.1:4222", "written %2F, %3F, %23 or %40"},
 		{"nats://u:secret%2F1@127.0.0.1:4222", ""},
+		// An unescaped '%' in a password: the parse's error quotes the
+		// '%' and the two characters after it.
+		{"nats://u:50%secret@127.0.0.1:4222", "a '%' in a user or password is written %25"},
+		{"nats://u:secret%@127.0.0.1:4222", "a '%' in a user or password is written %25"},
+		{"nats://u:p@ss%secret@127.0.0.1:4222", "a '%' in a user or password is written %25"},
+		{"nats://127.0.0.1%zz:4222", `invalid URL escape "%zz"`},
 	} {
 		err := checkNATSURL(tc.url)
 		switch {
