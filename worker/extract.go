@@ -546,10 +546,7 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 		}
 		facts, items := memoryWrites(kept, prov)
 		written.facts, written.items = len(facts), len(items)
-		if _, err := q.UpsertFacts(ctx, facts); err != nil {
-			return err
-		}
-		if _, err := q.InsertContext(ctx, items); err != nil {
+		if err := q.SaveMemory(ctx, facts, items); err != nil {
 			return err
 		}
 		// Marked by user and id, so that a legacy job never marks another
