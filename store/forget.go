@@ -124,7 +124,11 @@ func (s *Store) forgetUser(ctx context.Context, userID, token string, through St
 		if _, err := q.db.Exec(ctx, `DELETE FROM user_languages WHERE user_id = $1`, userID); err != nil {
 			return fmt.Errorf("forget language: %w", err)
 		}
-		// Jobs before turns, which name them (see deleteUserJobs).
+		// Jobs before turns, which name them (see deleteUserJobs), all
+		// locked first in id order (see lockUserJobs).
+		if err := q.lockUserJobs(ctx, riverJobs, userID); err != nil {
+			return err
+		}
 		var jobs int64
 		for _, rj := range riverJobs {
 			n, err := q.deleteUserJobs(ctx, rj, userID)

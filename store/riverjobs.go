@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -93,6 +94,34 @@ func (s *Store) deleteUserJobs(ctx context.Context, jobs RiverJobs, userID strin
 		return 0, fmt.Errorf("forget jobs of several users: %w", err)
 	}
 	return tag.RowsAffected() + emptied, nil
+}
+
+// lockUserJobs locks the jobs of every shape of jobs that name the user
+// (as deleteUserJobs finds them, legacy jobs of several users aside), in
+// id order, as a takeover locks the running jobs it ends (endRunning):
+// deleted shape by shape, as each delete met them, a forget held an
+// extraction job of the user and waited for an embed job of the user a
+// takeover held while it waited for the extraction job
+// (TestTakeOverBesideForgetOfJobsOfTwoShapes).
+func (s *Store) lockUserJobs(ctx context.Context, jobs []RiverJobs, userID string) error {
+	var (
+		cond []string
+		args = []any{userID}
+	)
+	for _, j := range jobs {
+		if j.Kind == "" || j.CollectionField != "" {
+			continue
+		}
+		args = append(args, j.Kind, j.UserField)
+		cond = append(cond, fmt.Sprintf(`(kind = $%d AND args @> jsonb_build_object($%d::text, $1::text))`, len(args)-1, len(args)))
+	}
+	if len(cond) == 0 {
+		return nil
+	}
+	if _, err := s.db.Exec(ctx, `SELECT FROM river_job WHERE `+strings.Join(cond, " OR ")+` ORDER BY id FOR UPDATE`, args...); err != nil {
+		return fmt.Errorf("forget jobs: lock: %w", err)
+	}
+	return nil
 }
 
 // TakenJob is a job that was running in a dead process, as TakeOverJobs
@@ -165,15 +194,22 @@ func (s *Store) TakeOverJobs(ctx context.Context, deadAfter time.Duration) ([]Ta
 // cancelled, with the error "memoryd: process <id>" followed by why (an
 // SQL string literal), and returns them.
 func (s *Store) endRunning(ctx context.Context, where, why string, args ...any) ([]TakenJob, error) {
+	// Locked in id order, as a forget locks its user's jobs
+	// (lockUserJobs): as the update met them, a dead process's embed job
+	// lying before its extraction job of the same user, each held one the
+	// other waited for (TestTakeOverBesideForgetOfJobsOfTwoShapes).
 	rows, err := s.db.Query(ctx, `
-		UPDATE river_job SET
+		WITH locked AS MATERIALIZED (
+			SELECT id FROM river_job WHERE state = 'running' AND `+where+` ORDER BY id FOR UPDATE)
+		UPDATE river_job j SET
 			state = 'cancelled',
 			finalized_at = now(),
-			errors = array_append(errors, jsonb_build_object(
-				'at', now(), 'attempt', attempt, 'trace', '',
-				'error', 'memoryd: process ' || attempted_by[array_upper(attempted_by, 1)] || `+why+`))
-		WHERE state = 'running' AND `+where+`
-		RETURNING id, kind, attempted_by[array_upper(attempted_by, 1)], args, queue, attempt, max_attempts, metadata, coalesce(attempted_at, now())`,
+			errors = array_append(j.errors, jsonb_build_object(
+				'at', now(), 'attempt', j.attempt, 'trace', '',
+				'error', 'memoryd: process ' || j.attempted_by[array_upper(j.attempted_by, 1)] || `+why+`))
+		FROM locked l
+		WHERE j.id = l.id AND j.state = 'running'
+		RETURNING j.id, j.kind, j.attempted_by[array_upper(j.attempted_by, 1)], j.args, j.queue, j.attempt, j.max_attempts, j.metadata, coalesce(j.attempted_at, now())`,
 		args...)
 	if err != nil {
 		return nil, fmt.Errorf("take over jobs: %w", err)
@@ -255,12 +291,18 @@ func (s *Store) endClaims(ctx context.Context, jobs []TakenJob) ([]TakenJob, err
 	// So do those of a claimer whose row is gone (its user's forget
 	// deleted it while it ran): whether or not its process is the dead
 	// one, no takeover would find it, and they would wait for their lease.
+	// One another transaction holds is skipped, as FinishClaimed skips it,
+	// and waits out its lease: a forget that locked it (its user's jobs)
+	// may be waiting for its claimer, a running job of the same user
+	// locked above; waited for, each held what the other waited for
+	// (TestTakeOverBesideForgetOfAClaimedJob).
 	rows, err := s.db.Query(ctx, `UPDATE river_job j SET state = 'available', scheduled_at = least(j.created_at, now()),
 			metadata = (j.metadata - $2::text) || jsonb_build_object($3::text, true)
 		FROM (SELECT id, (metadata->>$2::text)::bigint AS claimer FROM river_job c
 		      WHERE c.state = 'scheduled' AND c.metadata->>$2::text IS NOT NULL
 		        AND (c.metadata->>$2::text = ANY($1::bigint[]::text[])
-		             OR NOT EXISTS (SELECT FROM river_job r WHERE r.id = (c.metadata->>$2::text)::bigint))) old
+		             OR NOT EXISTS (SELECT FROM river_job r WHERE r.id = (c.metadata->>$2::text)::bigint))
+		      ORDER BY id FOR UPDATE OF c SKIP LOCKED) old
 		WHERE j.id = old.id
 		RETURNING old.claimer`, ids, ClaimedByKey, UnclaimableKey)
 	if err != nil {
