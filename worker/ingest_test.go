@@ -247,47 +247,68 @@ func TestIngestResumesWhenPostgresAnswersAgain(t *testing.T) {
 // taken for an outage (an ERROR a batch, the batch handed back and waited
 // out, IngestFailing for /readyz). The deadlock is forced: a transaction
 // holds alice's turn b, inserted and not committed; ingest takes alice's
-// forget lock shared and waits for b; then the transaction takes the lock
-// exclusively, as a forget does, and waits for ingest. Its
-// deadlock_timeout is long, so that ingest's backend, waiting since
-// before, is the one Postgres rolls back.
+// forget lock shared and waits for a third transaction holding the
+// tombstones (read next); the first transaction asks for alice's lock
+// exclusively, as a forget does, and waits for ingest; then the third
+// ends and ingest's insert of b, waiting for the first, closes the cycle.
+// Postgres checks a wait for a deadlock once, deadlock_timeout after it
+// began: ingest's last wait began with the cycle, and the first
+// transaction's deadlock_timeout is long, so ingest's backend is the one
+// rolled back, however late each step runs. (Ingest waiting for b first
+// and the cycle closed after it, its one check could come first, find no
+// cycle, and leave both waiting until the batch's timeout.)
 func TestIngestRedoesABatchRolledBackForADeadlock(t *testing.T) {
 	e := setup(t)
 	ctx := e.ctx
-	hold, err := e.store.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = hold.Rollback(ctx) })
-	var holder int
-	if err := hold.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := hold.Exec(ctx, `SET LOCAL deadlock_timeout = '10min'`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.store.WithTx(hold).InsertTurns(ctx, []store.Turn{{EventID: "b", UserID: "alice", ConversationID: "c",
+	hold := e.block(`SET LOCAL deadlock_timeout = '10min'`)
+	if _, err := e.store.WithTx(hold.tx).InsertTurns(ctx, []store.Turn{{EventID: "b", UserID: "alice", ConversationID: "c",
 		UserMessage: "held", TurnAt: t0}}); err != nil {
 		t.Fatal(err)
 	}
+	tombs := e.block(`LOCK TABLE tombstones IN ACCESS EXCLUSIVE MODE`)
 	logs := &lockedBuffer{}
 	w, _ := e.startWorker(extractor.NewRules(), func(c *worker.Config) {
 		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
 	e.publish(events.Turn{ID: "b", UserID: "alice", UserMessage: "I live in Oslo"})
-	e.waitFor("the ingest to wait for the held turn", func() (bool, string) {
+	// The lock a forget of alice takes first (store's userLock).
+	const aliceLock = `hashtextextended('memoryd.user.' || current_schema() || '.' || $1, 0)`
+	// A backend holding alice's lock shared (pg_locks shows a bigint key
+	// as its two halves) and waiting for the tombstones: ingest, past its
+	// users' locks.
+	e.waitFor("ingest to wait for the tombstones, holding alice's lock", func() (bool, string) {
 		var waiting bool
-		err := e.store.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid)))`, holder).Scan(&waiting)
+		err := e.watcher().QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_locks l, (SELECT `+aliceLock+` AS key) k
+			WHERE l.locktype = 'advisory' AND l.mode = 'ShareLock' AND l.granted AND l.objsubid = 1
+			AND l.classid = (k.key >> 32 & 4294967295)::oid AND l.objid = (k.key & 4294967295)::oid
+			AND $2::int = ANY(pg_blocking_pids(l.pid)))`, events.UserToken("alice"), tombs.pid).Scan(&waiting)
 		return err == nil && waiting, fmt.Sprint(err)
 	})
-	// Returns once Postgres has rolled ingest's transaction back.
-	// The lock a forget of alice takes first (store's userLock), in the
-	// holding transaction: returns once Postgres has rolled ingest's back.
-	if _, err := hold.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('memoryd.user.' || current_schema() || '.' || $1, 0))`,
-		events.UserToken("alice")); err != nil {
+	// Taken exclusively in the holding transaction: returns once Postgres
+	// has rolled ingest's back.
+	closed := make(chan error, 1)
+	go func() {
+		_, err := hold.tx.Exec(ctx, `SELECT pg_advisory_xact_lock(`+aliceLock+`)`, events.UserToken("alice"))
+		closed <- err
+	}()
+	e.waitFor("the forget's lock to wait for ingest", func() (bool, string) {
+		if len(closed) > 0 {
+			return true, ""
+		}
+		var waiting bool
+		err := e.watcher().QueryRow(ctx, `SELECT cardinality(pg_blocking_pids($1)) > 0`, hold.pid).Scan(&waiting)
+		return err == nil && waiting, fmt.Sprint(err)
+	})
+	if len(closed) > 0 {
+		t.Fatalf("the forget's lock did not wait for ingest: %v", <-closed)
+	}
+	if err := tombs.tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-closed; err != nil {
 		t.Fatalf("the forget's lock closing the cycle: %v; want ingest's transaction rolled back instead", err)
 	}
-	if err := hold.Rollback(ctx); err != nil {
+	if err := hold.tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
 	e.waitDone(1)
