@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
 )
@@ -100,15 +102,7 @@ func TestSetDefaultCollectionsBesideForgetOfDocuments(t *testing.T) {
 		set <- err
 	}()
 	blockedBy(t, s, forgetter, func() bool { return len(set) > 0 }, "the setting to wait for the forget or finish")
-	if err := hold.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ferr, serr := <-forgotten, <-set
-	// The setting may come after the forget, which deleted what it names.
-	if ferr != nil || serr != nil && !errors.Is(serr, store.ErrNoCollection) {
-		t.Fatalf("forget: %v; setting of the defaults: %v; want both done (or the collections gone)", ferr, serr)
-	}
-	nothingOfAliceLeft(t, s)
+	forgetAndSettingDone(t, s, hold, forgotten, set)
 }
 
 // Setting a user's default collections deleted the user's defaults
@@ -140,14 +134,7 @@ func TestSetDefaultCollectionsBesideForgetOfTheDefaults(t *testing.T) {
 		t.Fatalf("the setting did not wait for the held default: %v", <-set)
 	}
 	_, forgotten := forgetHeld(t, ctx, s, setter)
-	if err := hold.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ferr, serr := <-forgotten, <-set
-	if ferr != nil || serr != nil && !errors.Is(serr, store.ErrNoCollection) {
-		t.Fatalf("forget: %v; setting of the defaults: %v; want both done (or the collections gone)", ferr, serr)
-	}
-	nothingOfAliceLeft(t, s)
+	forgetAndSettingDone(t, s, hold, forgotten, set)
 }
 
 // A forget of a user deleted the user's defaults of the user's own
@@ -277,6 +264,21 @@ func TestClearOfDefaultCollectionsBesideFinishOfAForgetCutShort(t *testing.T) {
 	}
 	if derr, cerr := <-done, <-cleared; derr != nil || cerr != nil {
 		t.Fatalf("finish of the forget cut short: %v; clear of the defaults: %v; want both done", derr, cerr)
+	}
+	nothingOfAliceLeft(t, s)
+}
+
+// forgetAndSettingDone lets the third transaction go and checks that the
+// forget and the setting of the defaults both ended well (the setting may
+// come after the forget, which deleted what it names) and left nothing.
+func forgetAndSettingDone(t *testing.T, s *store.Store, hold pgx.Tx, forgotten, set <-chan error) {
+	t.Helper()
+	if err := hold.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ferr, serr := <-forgotten, <-set
+	if ferr != nil || serr != nil && !errors.Is(serr, store.ErrNoCollection) {
+		t.Fatalf("forget: %v; setting of the defaults: %v; want both done (or the collections gone)", ferr, serr)
 	}
 	nothingOfAliceLeft(t, s)
 }
