@@ -48,16 +48,11 @@ func TestForgetOfDocumentsBesideFinishOfAForgetCutShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	var forgot, finished int64
-	forgotten := make(chan error, 1)
-	go func() {
+	forgetter, forgotten := waitingOn(t, s, holder, "the forget", "the held collection", func() error {
 		var err error
 		forgot, err = s.DeleteCollections(ctx, alice)
-		forgotten <- err
-	}()
-	forgetter := blockedBy(t, s, holder, func() bool { return len(forgotten) > 0 }, "the forget to wait")
-	if forgetter == 0 {
-		t.Fatalf("the forget did not wait: %v", <-forgotten)
-	}
+		return err
+	})
 	done := make(chan error, 1)
 	go func() {
 		var err error
@@ -124,15 +119,10 @@ func TestSetDefaultCollectionsBesideForgetOfTheDefaults(t *testing.T) {
 	if _, err := hold.Exec(ctx, `SELECT FROM doc_defaults WHERE user_id = 'alice' AND collection_id = $1 FOR KEY SHARE`, ids[1]); err != nil {
 		t.Fatal(err)
 	}
-	set := make(chan error, 1)
-	go func() {
+	setter, set := waitingOn(t, s, holder, "the setting", "the held default", func() error {
 		_, err := s.SetDefaultCollections(ctx, "alice", []string{"alpha"})
-		set <- err
-	}()
-	setter := blockedBy(t, s, holder, func() bool { return len(set) > 0 }, "the setting to wait for the held default")
-	if setter == 0 {
-		t.Fatalf("the setting did not wait for the held default: %v", <-set)
-	}
+		return err
+	})
 	_, forgotten := forgetHeld(t, ctx, s, setter)
 	forgetAndSettingDone(t, s, hold, forgotten, set)
 }
@@ -200,15 +190,11 @@ func TestSetDefaultCollectionsInOppositeOrders(t *testing.T) {
 	if _, err := hold.Exec(ctx, `INSERT INTO doc_defaults (user_id, collection_id, position) VALUES ('alice', $1, 1)`, ids[1]); err != nil {
 		t.Fatal(err)
 	}
-	set1, set2 := make(chan error, 1), make(chan error, 1)
-	go func() {
+	set2 := make(chan error, 1)
+	setter, set1 := waitingOn(t, s, holder, "the first setting", "the held default", func() error {
 		_, err := s.SetDefaultCollections(ctx, "alice", []string{"zulu", "mike", "alpha"})
-		set1 <- err
-	}()
-	setter := blockedBy(t, s, holder, func() bool { return len(set1) > 0 }, "the first setting to wait for the held default")
-	if setter == 0 {
-		t.Fatalf("the first setting did not wait for the held default: %v", <-set1)
-	}
+		return err
+	})
 	go func() {
 		_, err := s.SetDefaultCollections(ctx, "alice", []string{"alpha", "mike", "zulu"})
 		set2 <- err
@@ -244,15 +230,10 @@ func TestClearOfDefaultCollectionsBesideFinishOfAForgetCutShort(t *testing.T) {
 	if _, err := hold.Exec(ctx, `SELECT FROM doc_defaults WHERE user_id = 'alice' AND collection_id = $1 FOR KEY SHARE`, ids[1]); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() {
+	finisher, done := waitingOn(t, s, holder, "the finish", "the held default", func() error {
 		_, err := s.DeleteDocumentsBefore(ctx, "alice", time.Now().Add(time.Hour))
-		done <- err
-	}()
-	finisher := blockedBy(t, s, holder, func() bool { return len(done) > 0 }, "the finish to wait for the held default")
-	if finisher == 0 {
-		t.Fatalf("the finish did not wait for the held default: %v", <-done)
-	}
+		return err
+	})
 	cleared := make(chan error, 1)
 	go func() {
 		_, err := s.SetDefaultCollections(ctx, "alice", nil)
@@ -313,16 +294,10 @@ func collectionsOfAlice(t *testing.T, ctx context.Context, s *store.Store) []int
 // error.
 func forgetHeld(t *testing.T, ctx context.Context, s *store.Store, holder int) (int, <-chan error) {
 	t.Helper()
-	forgotten := make(chan error, 1)
-	go func() {
+	return waitingOn(t, s, holder, "the forget", "backend "+fmt.Sprint(holder), func() error {
 		_, err := s.DeleteCollections(ctx, alice)
-		forgotten <- err
-	}()
-	forgetter := blockedBy(t, s, holder, func() bool { return len(forgotten) > 0 }, "the forget to wait")
-	if forgetter == 0 {
-		t.Fatalf("the forget did not wait: %v", <-forgotten)
-	}
-	return forgetter, forgotten
+		return err
+	})
 }
 
 // blockedByEither waits until a backend other than b waits for a lock a
@@ -355,14 +330,10 @@ func TestSetDefaultCollectionsOfACollectionDeletedMeanwhile(t *testing.T) {
 	if _, err := hold.Exec(ctx, `SELECT FROM collections WHERE id = $1 FOR UPDATE`, ids[1]); err != nil {
 		t.Fatal(err)
 	}
-	set := make(chan error, 1)
-	go func() {
+	_, set := waitingOn(t, s, holder, "the setting", "the held collection", func() error {
 		_, err := s.SetDefaultCollections(ctx, "alice", []string{"alpha", "mike"})
-		set <- err
-	}()
-	if blockedBy(t, s, holder, func() bool { return len(set) > 0 }, "the setting to wait for the held collection") == 0 {
-		t.Fatalf("the setting did not wait for the held collection: %v", <-set)
-	}
+		return err
+	})
 	if _, err := hold.Exec(ctx, `DELETE FROM collections WHERE id = $1`, ids[1]); err != nil {
 		t.Fatal(err)
 	}

@@ -48,21 +48,12 @@ func TestTakeOverBesideForgetOfJobsOfTwoShapes(t *testing.T) {
 				t.Fatal(err)
 			}
 			var removed store.Removed
-			forgot := make(chan error, 1)
-			go func() {
+			forget, forgot := waitingOn(t, s, holder, "the forget", "the held job", func() error {
 				var err error
 				removed, _, err = s.ForgetUser(ctx, "alice", "alice", store.StreamPosition{}, testJobs, testEmbedJobs)
-				forgot <- err
-			}()
-			forget := blockedBy(t, s, holder, func() bool { return len(forgot) > 0 }, "the forget to wait for the held job")
-			if forget == 0 {
-				t.Fatalf("the forget did not wait for the held job: %v", <-forgot)
-			}
-			took := make(chan error, 1)
-			go func() { took <- takeOver(ctx, s, nil) }()
-			if blockedBy(t, s, forget, func() bool { return len(took) > 0 }, "the takeover to wait for the forget") == 0 {
-				t.Fatalf("the takeover did not wait for the forget: %v", <-took)
-			}
+				return err
+			})
+			_, took := waitingOn(t, s, forget, "the takeover", "the forget", func() error { return takeOver(ctx, s, nil) })
 			if err := hold.Commit(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -105,20 +96,11 @@ func TestTakeOverBesideForgetOfAClaimedJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	var taken []store.TakenJob
-	took := make(chan error, 1)
-	go func() { took <- takeOver(ctx, s, &taken) }()
-	takeover := blockedBy(t, s, holder, func() bool { return len(took) > 0 }, "the takeover to wait for the held turn")
-	if takeover == 0 {
-		t.Fatalf("the takeover did not wait for the held turn: %v", <-took)
-	}
-	forgot := make(chan error, 1)
-	go func() {
+	takeover, took := waitingOn(t, s, holder, "the takeover", "the held turn", func() error { return takeOver(ctx, s, &taken) })
+	_, forgot := waitingOn(t, s, takeover, "the forget", "the takeover", func() error {
 		_, _, err := s.ForgetUser(ctx, "alice", "alice", store.StreamPosition{}, testJobs, testEmbedJobs)
-		forgot <- err
-	}()
-	if blockedBy(t, s, takeover, func() bool { return len(forgot) > 0 }, "the forget to wait for the takeover") == 0 {
-		t.Fatalf("the forget did not wait for the takeover: %v", <-forgot)
-	}
+		return err
+	})
 	if err := hold.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -199,13 +199,8 @@ func embedSaveBeside(t *testing.T, s *store.Store, lo int64, ws []store.Embeddin
 	if _, err := hold.Exec(ctx, `SELECT FROM context WHERE id = $1 FOR SHARE`, lo); err != nil {
 		t.Fatal(err)
 	}
-	deleted := make(chan error, 1)
-	go func() { deleted <- del(ctx) }()
 	// The deleter's backend, once it waits for the held item.
-	deleter := blockedBy(t, s, holder, func() bool { return len(deleted) > 0 }, "the deleter to wait for the held item")
-	if deleter == 0 {
-		t.Fatalf("the deleter did not wait for the held item: %v", <-deleted)
-	}
+	deleter, deleted := waitingOn(t, s, holder, "the deleter", "the held item", func() error { return del(ctx) })
 	saved := make(chan saveResult, 1)
 	go func() {
 		n, err := s.SaveEmbeddings(ctx, "m", ws)
@@ -220,6 +215,21 @@ func embedSaveBeside(t *testing.T, s *store.Store, lo int64, ws []store.Embeddin
 	if derr != nil || res.err != nil {
 		t.Fatalf("deleter: %v; save: %d saved, %v; want both done", derr, res.n, res.err)
 	}
+}
+
+// waitingOn runs f in a goroutine and returns once it waits for a lock
+// backend pid holds: the pid of its backend, and a channel that gets f's
+// error. The test fails when f ends without having waited (who did not
+// wait for on).
+func waitingOn(t *testing.T, s *store.Store, pid int, who, on string, f func() error) (int, <-chan error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	waiter := blockedBy(t, s, pid, func() bool { return len(done) > 0 }, who+" to wait for "+on)
+	if waiter == 0 {
+		t.Fatalf("%s did not wait for %s: %v", who, on, <-done)
+	}
+	return waiter, done
 }
 
 // blockedBy waits until a backend waits for a lock backend pid holds and

@@ -40,15 +40,10 @@ func TestSaveOfTwoUsersBesideResetOfBoth(t *testing.T) {
 	if _, err := hold.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('memoryd.clear.' || current_schema()), hashtext('alice'))`); err != nil {
 		t.Fatal(err)
 	}
-	reset := make(chan error, 1)
-	go func() {
+	resetter, reset := waitingOn(t, s, holder, "the reset", "alice's clear lock", func() error {
 		_, _, err := s.ResetMemory(ctx, []string{"alice", "bob"})
-		reset <- err
-	}()
-	resetter := blockedBy(t, s, holder, func() bool { return len(reset) > 0 }, "the reset to wait for alice's clear lock")
-	if resetter == 0 {
-		t.Fatalf("the reset did not wait for alice's clear lock: %v", <-reset)
-	}
+		return err
+	})
 	saved := make(chan error, 1)
 	go func() {
 		saved <- s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {

@@ -71,24 +71,18 @@ func TestIngestBesideReplayOfTheSameNewTurns(t *testing.T) {
 			if _, err := s.WithTx(hold).InsertTurns(ctx, []store.Turn{held}); err != nil {
 				t.Fatal(err)
 			}
-			replayed := make(chan error, 1)
-			go func() {
-				replayed <- s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+			replay, replayed := waitingOn(t, s, holder, "the replay", "the held turn", func() error {
+				return s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
 					if _, err := q.LockUsers(ctx, users); err != nil {
 						return err
 					}
 					_, err := q.RequeueTurns(ctx, []store.Turn{hi, lo, held})
 					return err
 				})
-			}()
-			replay := blockedBy(t, s, holder, func() bool { return len(replayed) > 0 }, "the replay to wait for the held turn")
-			if replay == 0 {
-				t.Fatalf("the replay did not wait for the held turn: %v", <-replayed)
-			}
+			})
 			var outcomes []store.TurnOutcome
-			ingested := make(chan error, 1)
-			go func() {
-				ingested <- s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+			_, ingested := waitingOn(t, s, replay, "ingest", "the replay", func() error {
+				return s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
 					if _, busy, err := q.TryLockUsers(ctx, users); err != nil || len(busy) > 0 {
 						return fmt.Errorf("lock users: busy %v, %w", busy, err)
 					}
@@ -96,10 +90,7 @@ func TestIngestBesideReplayOfTheSameNewTurns(t *testing.T) {
 					outcomes, err = q.InsertTurns(ctx, []store.Turn{hi, lo})
 					return err
 				})
-			}()
-			if blockedBy(t, s, replay, func() bool { return len(ingested) > 0 }, "ingest to wait for the replay") == 0 {
-				t.Fatalf("ingest did not wait for the replay: %v", <-ingested)
-			}
+			})
 			if err := hold.Rollback(ctx); err != nil {
 				t.Fatal(err)
 			}

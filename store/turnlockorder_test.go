@@ -169,17 +169,8 @@ func heldBeside(t *testing.T, s *store.Store, name string, first, write func(con
 	if _, err := hold.Exec(ctx, `SELECT FROM turns WHERE user_id = 'alice' AND event_id = 'x' FOR KEY SHARE`); err != nil {
 		t.Fatal(err)
 	}
-	firstDone := make(chan error, 1)
-	go func() { firstDone <- first(ctx) }()
-	waiter := blockedBy(t, s, holder, func() bool { return len(firstDone) > 0 }, "the "+name+" to wait for the held turn")
-	if waiter == 0 {
-		t.Fatalf("the %s did not wait for the held turn: %v", name, <-firstDone)
-	}
-	written := make(chan error, 1)
-	go func() { written <- write(ctx) }()
-	if blockedBy(t, s, waiter, func() bool { return len(written) > 0 }, "the writer to wait for the "+name) == 0 {
-		t.Fatalf("the writer did not wait for the %s: %v", name, <-written)
-	}
+	waiter, firstDone := waitingOn(t, s, holder, "the "+name, "the held turn", func() error { return first(ctx) })
+	_, written := waitingOn(t, s, waiter, "the writer", "the "+name, func() error { return write(ctx) })
 	if err := hold.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}

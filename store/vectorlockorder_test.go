@@ -348,17 +348,11 @@ func TestDropOfOtherModelsChunkVectorsBesideDocumentDelete(t *testing.T) {
 // not nil, judges how many context items' vectors it dropped.
 func dropHeld(t *testing.T, ctx context.Context, s *store.Store, holder int, what string, check func(int64) error) (int, <-chan error) {
 	t.Helper()
-	dropped := make(chan error, 1)
-	go func() {
+	return waitingOn(t, s, holder, "the drop", what, func() error {
 		n, _, err := s.DeleteOtherModelVectors(ctx, "m", time.Minute, 100)
 		if err == nil && check != nil {
 			err = check(n)
 		}
-		dropped <- err
-	}()
-	dropper := blockedBy(t, s, holder, func() bool { return len(dropped) > 0 }, "the drop to wait for "+what)
-	if dropper == 0 {
-		t.Fatalf("the drop did not wait for %s: %v", what, <-dropped)
-	}
-	return dropper, dropped
+		return err
+	})
 }
