@@ -348,3 +348,34 @@ func TestSetDefaultCollectionsOfACollectionDeletedMeanwhile(t *testing.T) {
 		t.Fatalf("defaults after the refused setting = %v, %v; want [zulu]", got, err)
 	}
 }
+
+// A forget of a user's documents reports the documents it deleted, a
+// document a put it waited for added among them: counted before its
+// locks, the forget reported 3 of the 4 it deleted.
+func TestForgetOfDocumentsCountsAPutItWaitedFor(t *testing.T) {
+	ctx, s := setup(t)
+	collectionsOfAlice(t, ctx, s)
+	hold, holder := begin(t, s)
+	if _, err := s.WithTx(hold).PutDocument(ctx, store.DocumentPut{Owner: alice, Collection: "mike", DocID: "e", Content: "# Notes\n\nThe car is red.\n"}); err != nil {
+		t.Fatal(err)
+	}
+	var forgot int64
+	_, forgotten := waitingOn(t, s, holder, "the forget", "the put", func() error {
+		var err error
+		forgot, err = s.DeleteCollections(ctx, alice)
+		return err
+	})
+	if err := hold.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-forgotten; err != nil {
+		t.Fatal(err)
+	}
+	var left int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM documents`).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d documents left (%v), want none", left, err)
+	}
+	if forgot != 4 {
+		t.Fatalf("the forget reported %d documents, want the 4 it deleted", forgot)
+	}
+}

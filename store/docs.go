@@ -676,10 +676,6 @@ func (s *Store) DeleteCollections(ctx context.Context, o Owner, jobs ...RiverJob
 	}
 	var n int64
 	err = s.inTx(ctx, func(q *Store) error {
-		if err := q.db.QueryRow(ctx, `SELECT count(*) FROM documents d JOIN collections c ON c.id = d.collection_id
-			WHERE c.owner_kind = $1 AND c.owner = $2`, kind, owner).Scan(&n); err != nil {
-			return err
-		}
 		const where = `owner_kind = $1 AND owner = $2`
 		if kind == "user" {
 			// The user's defaults after the collections' locks (as a
@@ -696,7 +692,8 @@ func (s *Store) DeleteCollections(ctx context.Context, o Owner, jobs ...RiverJob
 				return err
 			}
 		}
-		if err := q.deleteCollectionsWhere(ctx, jobs, where, kind, owner); err != nil {
+		var err error
+		if n, err = q.deleteCollectionsWhere(ctx, jobs, where, kind, owner); err != nil {
 			return err
 		}
 		if kind == "user" {
@@ -835,7 +832,7 @@ func (q *Store) deleteDocumentsBefore(ctx context.Context, user string, t time.T
 // collections' locks), the user's collections of t or before left without
 // a document, their jobs, and the user's reader grants of t or before.
 func (q *Store) deleteEmptiedBefore(ctx context.Context, user string, t time.Time, jobs []RiverJobs) error {
-	if err := q.deleteCollectionsWhere(ctx, jobs, `owner_kind = 'user' AND owner = $1 AND created_at <= $2
+	if _, err := q.deleteCollectionsWhere(ctx, jobs, `owner_kind = 'user' AND owner = $1 AND created_at <= $2
 		AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.collection_id = collections.id)`, user, t); err != nil {
 		return err
 	}
@@ -877,22 +874,26 @@ func (q *Store) deleteDefaultsOf(ctx context.Context, user string) error {
 // deleteCollectionsWhere deletes the collections where (an SQL condition
 // on collections, with args) holds, their documents and chunks (the
 // cascade), and the River jobs of jobs's shapes with a CollectionField
-// that name one of them, in any state.
-func (q *Store) deleteCollectionsWhere(ctx context.Context, jobs []RiverJobs, where string, args ...any) error {
+// that name one of them, in any state. It returns how many documents went.
+func (q *Store) deleteCollectionsWhere(ctx context.Context, jobs []RiverJobs, where string, args ...any) (int64, error) {
 	if err := q.lockCollectionsWhere(ctx, where, args...); err != nil {
-		return err
+		return 0, err
 	}
 	// Their defaults too, which the cascade deletes in the delete's order.
 	if err := q.lockDefaultsWhere(ctx, `collection_id IN (SELECT id FROM collections WHERE `+where+`)`, args...); err != nil {
-		return err
+		return 0, err
 	}
-	rows, err := q.db.Query(ctx, `DELETE FROM collections WHERE `+where+` RETURNING id`, args...)
-	if err != nil {
-		return err
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return err
+	// The documents are counted by the delete's own statement, on its
+	// snapshot: counted before the locks, a document a put the delete
+	// waited for added went uncounted (the count a forget reports).
+	var (
+		ids  []int64
+		docs int64
+	)
+	if err := q.db.QueryRow(ctx, `WITH gone AS (DELETE FROM collections WHERE `+where+` RETURNING id)
+		SELECT coalesce(array_agg(id), '{}'), (SELECT count(*) FROM documents WHERE collection_id IN (SELECT id FROM gone)) FROM gone`,
+		args...).Scan(&ids, &docs); err != nil {
+		return 0, err
 	}
 	for _, j := range jobs {
 		if j.Kind == "" || j.CollectionField == "" || len(ids) == 0 {
@@ -901,10 +902,10 @@ func (q *Store) deleteCollectionsWhere(ctx context.Context, jobs []RiverJobs, wh
 		if _, err := q.db.Exec(ctx, `DELETE FROM river_job WHERE kind = $1
 			AND args->$2::text IN (SELECT to_jsonb(id) FROM unnest($3::bigint[]) AS id)`,
 			j.Kind, j.CollectionField, ids); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	return docs, nil
 }
 
 // GrantReader lets user read the shared scope's collections from the user's
