@@ -746,7 +746,9 @@ type Worker struct {
 	// passes: its transaction rolls back and its events are redelivered.
 	cancelIngest context.CancelFunc
 	// halt is closed when Stop begins, for the jobs that end at once then
-	// rather than hold the stop (halting).
+	// rather than hold the stop (halting), and the wakes armed before it
+	// (wakeSoon). Made by New, and again by a Start after a Stop: what
+	// was armed before the first Start ends with the first Stop.
 	halt chan struct{}
 	// wakes counts the wakes of waiting jobs running (wakeSoon's timers),
 	// added to under mu while halt is open; Stop waits for them.
@@ -766,7 +768,8 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: jetstream: %w", err)
 	}
-	w := &Worker{cfg: cfg, logger: cfg.Logger, js: js, pace: newPace(cfg.Pacer, cfg.MaxPause, cfg.Workers+1), unsaved: newUnsavedResults()}
+	w := &Worker{cfg: cfg, logger: cfg.Logger, js: js, pace: newPace(cfg.Pacer, cfg.MaxPause, cfg.Workers+1), unsaved: newUnsavedResults(),
+		halt: make(chan struct{})}
 	w.jobs = newJobsInProcess()
 	w.modelWaits.jobs, w.modelWaits.server, w.modelWaits.kind = []store.RiverJobs{extractJobs}, "model server", "extraction"
 	if d, ok := cfg.Extractor.(interface{ Down() bool }); ok {
@@ -1235,7 +1238,11 @@ func (w *Worker) startRiver(ctx context.Context) error {
 		return err
 	}
 	w.mu.Lock()
-	w.halt = make(chan struct{})
+	select {
+	case <-w.halt: // closed by a Stop: this run's is new
+		w.halt = make(chan struct{})
+	default: // New's, which a wake armed before this Start holds
+	}
 	w.mu.Unlock()
 	// River treats cancellation of its start context as a hard stop; Stop
 	// decides how running jobs end, so River must not see ctx's cancellation.

@@ -1,0 +1,58 @@
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/events/eventstest"
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// TestStopEndsWhatWasArmedBeforeStart: what reads the worker's halt
+// before its first Start (a wake armed at a model answer, a halting job's
+// context) ends with the first Stop. halt was nil until Start made it:
+// such a wake ran after Stop, unwaited.
+func TestStopEndsWhatWasArmedBeforeStart(t *testing.T) {
+	e := raceSetup(t)
+	s := storetest.New(t)
+	w, err := New(Config{Conn: e.js.Conn(), Store: s, Extractor: &extractor.Rules{}, Logger: slog.New(slog.DiscardHandler), Prefix: e.prefix, Stream: e.stream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, stoppedBefore, cancel := w.halting(context.Background())
+	defer cancel()
+	if err := w.Start(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Stop(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventstest.Eventually(t, "the context taken before Start to end with Stop", 30*time.Second, func() (bool, string) {
+		return before.Err() != nil, ""
+	})
+	if !stoppedBefore() {
+		t.Fatalf("the context taken before Start ended with %v, want Stop's", context.Cause(before))
+	}
+
+	// And a second run's Stop ends what was taken after the first Stop.
+	if err := w.Start(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	during, stoppedDuring, cancel2 := w.halting(context.Background())
+	defer cancel2()
+	if during.Err() != nil {
+		t.Fatalf("a context taken in a second run ended before its Stop: %v", context.Cause(during))
+	}
+	if err := w.Stop(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventstest.Eventually(t, "the context taken in the second run to end with its Stop", 30*time.Second, func() (bool, string) {
+		return during.Err() != nil, ""
+	})
+	if !stoppedDuring() {
+		t.Fatalf("the second run's context ended with %v, want Stop's", context.Cause(during))
+	}
+}
