@@ -196,7 +196,7 @@ func TestPerInvocationArgsIgnoreEnvironment(t *testing.T) {
 	}
 
 	perInvocation := map[string][]string{
-		"enrich":  {"user", "json", "format", "max-results", "at", "facts"},
+		"enrich":  {"user", "json", "format", "max-results", "at", "facts", "collections"},
 		"facts":   {"user", "json", "max-results", "before"},
 		"memory":  {"user", "id", "question", "all", "limit", "after", "answer"},
 		"publish": {"user", "message", "response", "id", "conversation", "timestamp", "no-memory"},

@@ -221,15 +221,17 @@ func runEnrich(ctx context.Context, a *cli, args []string) (err error) {
 	var (
 		o                     clientOptions
 		format, at, threshold string
-		facts                 string
+		facts, collections    string
 		maxResults, maxTokens int
 	)
 	defer func() { err = o.callError(err) }()
-	f := newFlags("enrich", `Usage: memoryd enrich --user U [--json] [--format inline|system|markdown] [--facts relevant|all] [--max-results N] "message"
+	f := newFlags("enrich", `Usage: memoryd enrich --user U [--json] [--format inline|system|markdown] [--facts relevant|all] [--max-results N] [--collections C1,C2] "message"
 
 Asks the running memoryd for the memory relevant to the message and prints the
 injection a frontend would add (nothing when no memory qualifies), or the whole
-reply with --json. A degraded reply (memory, or part of it, unavailable) is reported on stderr with its reason.`)
+reply with --json. A degraded reply (memory, or part of it, unavailable) is reported on stderr with its reason.
+Without --collections the user's default collections' documents are searched
+(memoryd docs defaults); --collections "" searches none.`)
 	o.register(f)
 	f.ArgString(&format, "format", "inline", "injection format: inline, system or markdown")
 	f.ArgString(&facts, "facts", events.FactsRelevant, "facts to inject: relevant (core facts and those the message is about) or all")
@@ -237,6 +239,7 @@ reply with --json. A degraded reply (memory, or part of it, unavailable) is repo
 	f.ArgInt(&maxTokens, "max-tokens", events.DefaultMaxTokens, "token budget of the injection (1..100000)")
 	f.ArgString(&threshold, "threshold", "", "lowest score of a context item, 0..1 (default 0.3)")
 	f.ArgString(&at, "at", "", "measure recency against this RFC 3339 time (default now)")
+	f.ArgString(&collections, "collections", "", `comma-separated document collections to search ("scope/name" for a shared one; "" for none; default the user's default collections)`)
 	pos, err := o.parse(f, args)
 	if err != nil {
 		return err
@@ -244,13 +247,25 @@ reply with --json. A degraded reply (memory, or part of it, unavailable) is repo
 	if len(pos) == 0 {
 		return f.usageErr(`the message is missing: memoryd enrich --user U "message"`)
 	}
+	var names []string // nil: the defaults (the field is null)
+	f.Visit(func(fl *flag.Flag) {
+		if fl.Name == "collections" {
+			names = []string{} // given: these, or none
+			for _, c := range strings.Split(collections, ",") {
+				if c = strings.TrimSpace(c); c != "" {
+					names = append(names, c)
+				}
+			}
+		}
+	})
 	req := events.EnrichRequest{
-		UserID:     o.user,
-		Message:    strings.Join(pos, " "),
-		MaxResults: &maxResults,
-		MaxTokens:  &maxTokens,
-		Format:     format,
-		Facts:      facts,
+		UserID:      o.user,
+		Message:     strings.Join(pos, " "),
+		MaxResults:  &maxResults,
+		MaxTokens:   &maxTokens,
+		Format:      format,
+		Facts:       facts,
+		Collections: names,
 	}
 	if threshold != "" {
 		v, err := strconv.ParseFloat(threshold, 64)

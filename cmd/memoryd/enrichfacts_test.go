@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -44,5 +46,47 @@ func TestEnrichFactsFlag(t *testing.T) {
 	// The service refuses it as a bad request: a bad argument, exit 2.
 	if _, errOut, code := enrich("--facts", "some", "my dog?"); code != 2 || !strings.Contains(errOut, "refused the request (400)") {
 		t.Errorf("--facts some: exit %d, stderr %q; want 2 and the service's reason", code, errOut)
+	}
+}
+
+// TestEnrichCollectionsFlag: `memoryd enrich --collections` names the
+// document collections searched; without it the user's defaults are; with
+// "" none are, whatever the defaults.
+func TestEnrichCollectionsFlag(t *testing.T) {
+	t.Parallel()
+	_, prefix, _ := startTestEnricher(t)
+	ctx := context.Background()
+	conn := []string{"--user", "alice", "--nats-url", eventstest.URL(), "--prefix", prefix, "--log-format", "json"}
+	dir := t.TempDir()
+	for name, text := range map[string]string{"boat": "# Boat\n\nThe boat's engine is a Volvo Penta D2-40.\n", "garden": "# Garden\n\nThe garden's engine is a Honda mower.\n"} {
+		file := filepath.Join(dir, name+".md")
+		if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, errOut, code := runArgs(ctx, append([]string{"docs", "put", "--collection", name, file}, conn...)...); code != 0 {
+			t.Fatalf("docs put %s: exit %d, stdout %q, stderr %q", name, code, out, errOut)
+		}
+	}
+	if out, errOut, code := runArgs(ctx, append([]string{"docs", "defaults", "garden"}, conn...)...); code != 0 {
+		t.Fatalf("docs defaults garden: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	for _, tt := range []struct {
+		args       []string
+		want, dont string
+	}{
+		{nil, "Honda", "Volvo"},                                     // the defaults
+		{[]string{"--collections", "boat"}, "Volvo", "Honda"},       // named
+		{[]string{"--collections", "boat,garden"}, "Volvo", ""},     // both
+		{[]string{"--collections", ""}, "", "engine"},               // none
+		{[]string{"--collections", " garden , "}, "Honda", "Volvo"}, // spaces and an empty name ignored
+	} {
+		args := append(append(append([]string{"enrich"}, tt.args...), conn...), "what engine does it have?")
+		out, errOut, code := runArgs(ctx, args...)
+		if code != 0 || !strings.Contains(out, tt.want) || tt.dont != "" && strings.Contains(out, tt.dont) {
+			t.Errorf("enrich %q: exit %d, stdout %q (stderr %q); want it to hold %q and not %q", tt.args, code, out, errOut, tt.want, tt.dont)
+		}
+	}
+	if _, errOut, code := runArgs(ctx, append(append([]string{"enrich", "--collections", "nosuch"}, conn...), "engine?")...); code != 2 || !strings.Contains(errOut, "nosuch") {
+		t.Errorf("enrich --collections nosuch: exit %d, stderr %q; want 2 naming the collection", code, errOut)
 	}
 }
