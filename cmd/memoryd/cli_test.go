@@ -61,8 +61,13 @@ func TestVersion(t *testing.T) {
 		commit = set
 		wantCommit := set
 		if set == "" {
-			rev, _ := buildCommit() // a test binary has no VCS stamp: "unknown"
+			rev, _ := buildCommit() // a test binary has no VCS stamp
 			wantCommit = rev
+			// and says so with the reason: a newcomer's `go run ./cmd/memoryd
+			// version` (the README's) printed a bare "unknown" (walk9).
+			if want := "unknown (not stamped: "; !strings.HasPrefix(rev, want) {
+				t.Errorf("unstamped commit reads %q, want it to start %q", rev, want)
+			}
 		}
 		for _, args := range [][]string{{"version"}, {"--version"}} {
 			out, errOut, code := runArgs(context.Background(), args...)

@@ -18,18 +18,23 @@ import (
 // When empty, the revision Go stamped into the binary is reported.
 var commit string
 
+// unstamped is the commit of a binary that carries none, with why: `go run`
+// (the README's way to run memoryd) never stamps one, nor does a build with
+// -buildvcs=false (some machines' GOFLAGS) or outside a git checkout.
+const unstamped = "unknown (not stamped: go run, -buildvcs=false or no git checkout; go build or go install in a checkout stamps it)"
+
 // buildCommit returns the revision and whether the working tree had local
 // changes: commit when set at link time, else Go's vcs.revision and
-// vcs.modified build settings, else "unknown".
+// vcs.modified build settings, else unstamped.
 func buildCommit() (rev string, modified bool) {
 	if commit != "" {
 		return commit, false
 	}
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
-		return "unknown", false
+		return unstamped, false
 	}
-	rev = "unknown"
+	rev = unstamped
 	for _, s := range info.Settings {
 		switch s.Key {
 		case "vcs.revision":
