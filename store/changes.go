@@ -127,7 +127,7 @@ func (s *Store) SendChanges(ctx context.Context, userID string, afterSeq int64, 
 		for i, c := range changes {
 			ids[i] = c.ID
 		}
-		if _, err := q.db.Exec(ctx, `DELETE FROM memory_changes WHERE id = ANY($1)`, ids); err != nil {
+		if _, err := q.deleteChangesWhere(ctx, `c.id = ANY($1)`, ids); err != nil {
 			return err
 		}
 		n = len(changes)
@@ -147,10 +147,28 @@ func (s *Store) SendChanges(ctx context.Context, userID string, afterSeq int64, 
 // memory.forgotten among them) would never show one, and a cache would
 // keep what memoryd no longer has. It returns how many went.
 func (s *Store) DropChanges(ctx context.Context, before time.Time) (int64, error) {
-	tag, err := s.db.Exec(ctx, `DELETE FROM memory_changes c WHERE c.seq IS NOT NULL AND c.created_at < $1
+	n, err := s.deleteChangesWhere(ctx, `c.seq IS NOT NULL AND c.created_at < $1
 		AND c.seq < (SELECT max(m.seq) FROM memory_changes m WHERE m.user_id = c.user_id)`, before)
 	if err != nil {
 		return 0, fmt.Errorf("delete expired unsent changes: %w", err)
+	}
+	return n, nil
+}
+
+// deleteChangesWhere deletes the committed changes where (an SQL
+// condition on memory_changes as c, with args) selects, locked in id order
+// first, and returns how many went. Every writer deleting several changes
+// takes them so (the publisher's batch, the drop of old unsent ones, a
+// forget of their user): a user's seq follows commit order, not id order,
+// and deleted as each statement's plan met them (by id, by (user_id, seq),
+// in the table's order), two of them each held a change the other waited
+// for (40P01: TestSendChangesBesideForget, TestDropChangesBesideForget).
+func (s *Store) deleteChangesWhere(ctx context.Context, where string, args ...any) (int64, error) {
+	tag, err := s.db.Exec(ctx, `WITH locked AS MATERIALIZED (
+			SELECT c.id FROM memory_changes c WHERE `+where+` ORDER BY c.id FOR UPDATE OF c)
+		DELETE FROM memory_changes c USING locked l WHERE c.id = l.id`, args...)
+	if err != nil {
+		return 0, err
 	}
 	return tag.RowsAffected(), nil
 }

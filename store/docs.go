@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -602,15 +603,8 @@ func (s *Store) DeleteDocument(ctx context.Context, o Owner, collection, docID s
 	// (a put, a chunking job) to commit, and the jobs that one inserted go
 	// too. Their arguments hold the document's id and its content's hash,
 	// which outlived the document for the jobs' retention.
-	for _, j := range jobs {
-		if j.Kind == "" || j.CollectionField == "" || j.DocField == "" {
-			continue
-		}
-		if _, err := s.db.Exec(ctx, `DELETE FROM river_job WHERE kind = $1 AND args->$2::text = to_jsonb($3::bigint) AND args->>$4::text = $5
-				AND ($6 = '' OR NOT args ? $6)`,
-			j.Kind, j.CollectionField, c.ID, j.DocField, docID, j.MoreField); err != nil {
-			return false, fmt.Errorf("delete document: jobs: %w", err)
-		}
+	if err := s.deleteJobsWhere(ctx, jobs, docJob, docJobCond, []int64{c.ID}, []string{docID}); err != nil {
+		return false, fmt.Errorf("delete document: jobs: %w", err)
 	}
 	return tag.RowsAffected() > 0, nil
 }
@@ -812,16 +806,10 @@ func (q *Store) deleteDocumentsBefore(ctx context.Context, user string, t time.T
 	}); err != nil {
 		return 0, err
 	}
-	for _, j := range jobs {
-		if j.Kind == "" || j.CollectionField == "" || j.DocField == "" || len(docs) == 0 {
-			continue
-		}
-		// As DeleteDocument: a job naming other documents too (MoreField)
-		// stays, and goes with its collection.
-		if _, err := q.db.Exec(ctx, `DELETE FROM river_job WHERE kind = $1
-			AND (args->$2::text, args->>$4::text) IN (SELECT to_jsonb(c), d FROM unnest($3::bigint[], $5::text[]) AS x(c, d))
-			AND ($6 = '' OR NOT args ? $6)`,
-			j.Kind, j.CollectionField, cols, j.DocField, docs, j.MoreField); err != nil {
+	// As DeleteDocument: a job naming other documents too (MoreField)
+	// stays, and goes with its collection.
+	if len(docs) > 0 {
+		if err := q.deleteJobsWhere(ctx, jobs, docJob, docJobCond, cols, docs); err != nil {
 			return 0, err
 		}
 	}
@@ -895,17 +883,62 @@ func (q *Store) deleteCollectionsWhere(ctx context.Context, jobs []RiverJobs, wh
 		args...).Scan(&ids, &docs); err != nil {
 		return 0, err
 	}
-	for _, j := range jobs {
-		if j.Kind == "" || j.CollectionField == "" || len(ids) == 0 {
-			continue
-		}
-		if _, err := q.db.Exec(ctx, `DELETE FROM river_job WHERE kind = $1
-			AND args->$2::text IN (SELECT to_jsonb(id) FROM unnest($3::bigint[]) AS id)`,
-			j.Kind, j.CollectionField, ids); err != nil {
+	if len(ids) > 0 {
+		if err := q.deleteJobsWhere(ctx, jobs, func(j RiverJobs) bool { return j.Kind != "" && j.CollectionField != "" },
+			func(j RiverJobs, arg func(any) string) string {
+				return `(kind = ` + arg(j.Kind) + ` AND args->` + arg(j.CollectionField) + `::text IN (SELECT to_jsonb(id) FROM unnest($1::bigint[]) AS id))`
+			}, ids); err != nil {
 			return 0, err
 		}
 	}
 	return docs, nil
+}
+
+// docJob tells the shapes of jobs that name a document (DeleteDocument,
+// deleteDocumentsBefore delete them with it).
+func docJob(j RiverJobs) bool { return j.Kind != "" && j.CollectionField != "" && j.DocField != "" }
+
+// docJobCond selects the jobs of shape j naming one of the documents of
+// $1 (collection ids) and $2 (document ids), but for those naming other
+// documents too (MoreField), which go with their collection.
+func docJobCond(j RiverJobs, arg func(any) string) string {
+	more := arg(j.MoreField)
+	return `(kind = ` + arg(j.Kind) + ` AND (args->` + arg(j.CollectionField) + `::text, args->>` + arg(j.DocField) + `::text) IN
+		(SELECT to_jsonb(c), d FROM unnest($1::bigint[], $2::text[]) AS x(c, d)) AND (` + more + `::text = '' OR NOT args ? ` + more + `::text))`
+}
+
+// deleteJobsWhere deletes the River jobs of the shapes of jobs that use
+// selects, of each the ones cond selects (an SQL condition on river_job,
+// whose placeholders from $1 are base's; arg adds an argument and returns
+// its placeholder), all locked in id order first, as a takeover locks the
+// running jobs it ends (endRunning): deleted shape by shape, as each
+// delete met them, a forget of documents held an index job of the user's
+// and waited for a chunk embed job lying before it, which a takeover held
+// while it waited for the index job (40P01,
+// TestTakeOverBesideForgetOfDocumentJobs).
+func (q *Store) deleteJobsWhere(ctx context.Context, jobs []RiverJobs, use func(RiverJobs) bool, cond func(j RiverJobs, arg func(any) string) string, base ...any) error {
+	args := slices.Clone(base)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	var conds []string
+	for _, j := range jobs {
+		if use(j) {
+			conds = append(conds, cond(j, arg))
+		}
+	}
+	if len(conds) == 0 {
+		return nil
+	}
+	where := strings.Join(conds, " OR ")
+	if _, err := q.db.Exec(ctx, `SELECT FROM river_job WHERE `+where+` ORDER BY id FOR UPDATE`, args...); err != nil {
+		return fmt.Errorf("lock jobs: %w", err)
+	}
+	if _, err := q.db.Exec(ctx, `DELETE FROM river_job WHERE `+where, args...); err != nil {
+		return fmt.Errorf("delete jobs: %w", err)
+	}
+	return nil
 }
 
 // GrantReader lets user read the shared scope's collections from the user's

@@ -172,7 +172,9 @@ func (s *Store) forgetUser(ctx context.Context, userID, token string, through St
 		// Copies of exports in progress. One saved from a snapshot before
 		// this forget but after this delete is refused by its memory id
 		// (ReadSpool).
-		if _, err := q.db.Exec(ctx, `DELETE FROM export_spools WHERE user_id = $1`, userID); err != nil {
+		// In id order, as the delete of expired copies takes them (see
+		// deleteSpoolsWhere).
+		if _, err := q.deleteSpoolsWhere(ctx, `s.user_id = $1`, userID); err != nil {
 			return fmt.Errorf("forget export copies: %w", err)
 		}
 		// The user's default collections here, not with the documents
@@ -202,7 +204,9 @@ func (s *Store) forgetUser(ctx context.Context, userID, token string, through St
 		// gap rather than taking later changes for duplicates. Last, and the
 		// counter's row locked from here to the commit, since that lock is
 		// what every writer of the user numbers its changes under.
-		if _, err := q.db.Exec(ctx, `DELETE FROM memory_changes WHERE user_id = $1`, userID); err != nil {
+		// In id order, as the publisher and the drop of old changes
+		// delete theirs (see deleteChangesWhere).
+		if _, err := q.deleteChangesWhere(ctx, `c.user_id = $1`, userID); err != nil {
 			return fmt.Errorf("forget changes: %w", err)
 		}
 		if _, err := q.db.Exec(ctx, `SELECT 1 FROM memory_change_seqs WHERE user_key = `+userKeySQL("$1::text")+` FOR UPDATE`, userID); err != nil {

@@ -177,3 +177,219 @@ func jobsOfAliceGone(t *testing.T, ctx context.Context, s *store.Store) {
 		t.Fatal(fmt.Sprint("jobs of alice left after her forget: ", left))
 	}
 }
+
+// A legacy job of several users (replay before migration 012: its user
+// field empty) loses the forgotten user's event ids in a statement of its
+// own, after the forget locked the user's own jobs (lockUserJobs), as
+// that statement met it: a dead process ran a legacy job naming alice's
+// turn, l, lying before a job of alice, j; the takeover locks l, then j,
+// in id order. The third transaction holds j: the forget waits for it,
+// the takeover locks l and waits for j; once j is let go, the forget
+// waits for l.
+func TestTakeOverBesideForgetOfALegacyJob(t *testing.T) {
+	ctx, s := setup(t)
+	if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "a1", UserID: "alice", UserMessage: "Gate 9", TurnAt: past}}); err != nil {
+		t.Fatal(err)
+	}
+	ids := insertJobs(t, ctx, s, `
+		(NULL, 'l', 'test_extract', 'extract', 'running', '{"owner": "", "turn_ids": ["a1", "b1"]}'),
+		(NULL, 'j', 'test_extract', 'extract', 'running', '{"owner": "alice", "turn_ids": ["a1"]}')`)
+	deadProcess(t, ctx, s)
+	hold, holder := begin(t, s)
+	if _, err := hold.Exec(ctx, `SELECT FROM river_job WHERE id = $1 FOR UPDATE`, ids["j"]); err != nil {
+		t.Fatal(err)
+	}
+	forget, forgot := waitingOn(t, s, holder, "the forget", "the held job", func() error {
+		_, _, err := s.ForgetUser(ctx, "alice", "alice", store.StreamPosition{}, testJobs)
+		return err
+	})
+	took := make(chan error, 1)
+	go func() { took <- takeOver(ctx, s, nil) }()
+	blockedByEither(t, s, holder, forget, func() bool { return len(took) > 0 }, "the takeover to wait for the forget or the held job, or finish")
+	if err := hold.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ferr, terr := <-forgot, <-took; ferr != nil || terr != nil {
+		t.Fatalf("forget: %v; takeover: %v; want both done", ferr, terr)
+	}
+	jobsOfAliceGone(t, ctx, s)
+	var turnIDs []string
+	if err := s.Pool().QueryRow(ctx, `SELECT array(SELECT jsonb_array_elements_text(args->'turn_ids')) FROM river_job WHERE id = $1`, ids["l"]).Scan(&turnIDs); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(turnIDs) != "[b1]" {
+		t.Fatalf("the legacy job names the turns %v after alice's forget, want [b1]", turnIDs)
+	}
+}
+
+// Two forgets of users named by the same legacy jobs: each deleted the
+// jobs left with none of its event ids, then edited the others, so that
+// a job one of them deleted the other edited, and the other way round.
+// Event ids are the users' own (two users' frontends may both count 1,
+// 2, ...): alice's forget deletes x (a1 and s, both hers) and z (a2) and
+// edits y (b1, t: t is hers too); bob's deletes y and edits x (s is his
+// too). The third transaction holds z: alice's forget deletes x and
+// waits for it; bob's deletes y and waits for x; once z is let go,
+// alice's waits for y.
+func TestForgetsOfTwoUsersOfTheSameLegacyJobs(t *testing.T) {
+	ctx, s := setup(t)
+	var turns []store.Turn
+	for _, u := range []struct{ user, event string }{{"alice", "a1"}, {"alice", "a2"}, {"alice", "s"}, {"alice", "t"}, {"bob", "b1"}, {"bob", "s"}, {"bob", "t"}} {
+		turns = append(turns, store.Turn{EventID: u.event, UserID: u.user, UserMessage: "Gate 9", TurnAt: past})
+	}
+	if _, err := s.InsertTurns(ctx, turns); err != nil {
+		t.Fatal(err)
+	}
+	ids := insertJobs(t, ctx, s, `
+		(NULL, 'x', 'test_extract', 'extract', 'available', '{"owner": "", "turn_ids": ["a1", "s"]}'),
+		(NULL, 'z', 'test_extract', 'extract', 'available', '{"owner": "", "turn_ids": ["a2"]}'),
+		(NULL, 'y', 'test_extract', 'extract', 'available', '{"owner": "", "turn_ids": ["b1", "t"]}')`)
+	hold, holder := begin(t, s)
+	if _, err := hold.Exec(ctx, `SELECT FROM river_job WHERE id = $1 FOR UPDATE`, ids["z"]); err != nil {
+		t.Fatal(err)
+	}
+	alices, aliceForgot := waitingOn(t, s, holder, "alice's forget", "the held job", func() error {
+		_, _, err := s.ForgetUser(ctx, "alice", "alice", store.StreamPosition{}, testJobs)
+		return err
+	})
+	bobForgot := make(chan error, 1)
+	go func() {
+		_, _, err := s.ForgetUser(ctx, "bob", "bob", store.StreamPosition{}, testJobs)
+		bobForgot <- err
+	}()
+	blockedByEither(t, s, holder, alices, func() bool { return len(bobForgot) > 0 }, "bob's forget to wait for alice's or the held job, or finish")
+	if err := hold.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if aerr, berr := <-aliceForgot, <-bobForgot; aerr != nil || berr != nil {
+		t.Fatalf("alice's forget: %v; bob's: %v; want both done", aerr, berr)
+	}
+	var left []string
+	if err := s.Pool().QueryRow(ctx, `SELECT coalesce(array_agg(args::text), '{}') FROM river_job WHERE kind = 'test_extract'`).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Fatalf("jobs left after both forgets: %v, want none", left)
+	}
+}
+
+// A forget of a user's documents (DeleteCollections) deleted the River
+// jobs naming the user's collections shape by shape (index jobs, then
+// chunk embed jobs), each as its delete met them: a dead process ran an
+// embed job of alice's collection, e, lying before an index job of it,
+// i; the takeover locks e, then i, in id order. The third transaction
+// holds i: the forget waits for it; the takeover locks e and waits for
+// i; once i is let go, the forget waits for e.
+func TestTakeOverBesideForgetOfDocumentJobs(t *testing.T) {
+	ctx, s := setup(t)
+	coll := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "notes", DocID: "d", Content: "# Notes\n\nThe boat is blue.\n"}).Collection.ID
+	args := fmt.Sprintf(`{"collection_id": %d, "doc_id": "d"}`, coll)
+	ids := insertJobs(t, ctx, s, `
+		(NULL, 'e', 'memoryd_chunk_embed', 'embed', 'running', '`+args+`'),
+		(NULL, 'i', 'index_document', 'extract', 'running', '`+args+`')`)
+	deadProcess(t, ctx, s)
+	hold, holder := begin(t, s)
+	if _, err := hold.Exec(ctx, `SELECT FROM river_job WHERE id = $1 FOR UPDATE`, ids["i"]); err != nil {
+		t.Fatal(err)
+	}
+	forget, forgot := waitingOn(t, s, holder, "the forget", "the held job", func() error {
+		_, err := s.DeleteCollections(ctx, alice, docJobs...)
+		return err
+	})
+	took := make(chan error, 1)
+	go func() { took <- takeOver(ctx, s, nil) }()
+	blockedByEither(t, s, holder, forget, func() bool { return len(took) > 0 }, "the takeover to wait for the forget or the held job, or finish")
+	if err := hold.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ferr, terr := <-forgot, <-took; ferr != nil || terr != nil {
+		t.Fatalf("forget of documents: %v; takeover: %v; want both done", ferr, terr)
+	}
+	var left int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM river_job WHERE id = ANY($1)`, []int64{ids["e"], ids["i"]}).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d of the collection's jobs left (%v), want none", left, err)
+	}
+}
+
+// The delete of embed jobs of a model no process runs
+// (DeleteOrphanedEmbedJobs, every user's) met them in its plan's order,
+// the table's, and a forget locks its user's jobs in id order: alice's
+// orphaned jobs o1 and o2, o1's row written again since (a snooze, a
+// retry), lie in the order o2, o1. The third transaction holds o1: the
+// forget waits for it; the delete locks o2 and waits for o1; once o1 is
+// let go, the forget waits for o2.
+func TestDeleteOrphanedEmbedJobsBesideForget(t *testing.T) {
+	ctx, s := setup(t)
+	ids := insertJobs(t, ctx, s, `
+		(NULL, 'o1', 'test_embed', 'embed', 'available', '{"owner": "alice", "model": "gone"}'),
+		(NULL, 'o2', 'test_embed', 'embed', 'available', '{"owner": "alice", "model": "gone"}')`)
+	if _, err := s.Pool().Exec(ctx, `UPDATE river_job SET scheduled_at = scheduled_at + interval '1 second' WHERE id = $1`, ids["o1"]); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []int64
+	err = tx.QueryRow(ctx, `WITH d AS (DELETE FROM river_job j WHERE j.kind = ANY($1) AND j.created_at < now() - $2::interval
+			AND coalesce(j.args->>'model', '') <> '' RETURNING id) SELECT array_agg(id) FROM d`, []string{"test_embed"}, time.Microsecond).Scan(&order)
+	tx.Rollback(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int64{ids["o2"], ids["o1"]}; fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Fatalf("the delete of orphaned jobs meets them in the order %v, want %v (the table's)", order, want)
+	}
+	hold, holder := begin(t, s)
+	if _, err := hold.Exec(ctx, `SELECT FROM river_job WHERE id = $1 FOR UPDATE`, ids["o1"]); err != nil {
+		t.Fatal(err)
+	}
+	forget, forgot := waitingOn(t, s, holder, "the forget", "the held job", func() error {
+		_, _, err := s.ForgetUser(ctx, "alice", "alice", store.StreamPosition{}, testEmbedJobs)
+		return err
+	})
+	deleted := make(chan error, 1)
+	go func() {
+		_, err := s.DeleteOrphanedEmbedJobs(ctx, []string{"test_embed"}, time.Microsecond)
+		deleted <- err
+	}()
+	blockedByEither(t, s, holder, forget, func() bool { return len(deleted) > 0 }, "the delete to wait for the forget or the held job, or finish")
+	if err := hold.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ferr, derr := <-forgot, <-deleted; ferr != nil || derr != nil {
+		t.Fatalf("forget: %v; delete of orphaned embed jobs: %v; want both done", ferr, derr)
+	}
+	jobsOfAliceGone(t, ctx, s)
+}
+
+// DeleteOrphanedEmbedJobs deletes the waiting jobs of a model no live
+// process records, and keeps a running one of it and the waiting ones of
+// a model a live process records.
+func TestDeleteOrphanedEmbedJobsKeepsLiveModelsAndRunningJobs(t *testing.T) {
+	ctx, s := setup(t)
+	if err := s.RegisterProcess(ctx, "live-proc", store.ProcessRecord{EmbedModel: "live"}); err != nil {
+		t.Fatal(err)
+	}
+	// Its heartbeat within the microsecond idle the jobs are over.
+	if _, err := s.Pool().Exec(ctx, `UPDATE memoryd_processes SET heartbeat_at = now() + interval '1 hour' WHERE id = 'live-proc'`); err != nil {
+		t.Fatal(err)
+	}
+	ids := insertJobs(t, ctx, s, `
+		(NULL, 'gone-waiting', 'test_embed', 'embed', 'available', '{"owner": "alice", "model": "gone"}'),
+		(NULL, 'gone-running', 'test_embed', 'embed', 'running', '{"owner": "alice", "model": "gone"}'),
+		(NULL, 'live-waiting', 'test_embed', 'embed', 'available', '{"owner": "alice", "model": "live"}'),
+		(NULL, 'other-kind', 'test_extract', 'extract', 'available', '{"owner": "alice", "model": "gone"}')`)
+	n, err := s.DeleteOrphanedEmbedJobs(ctx, []string{"test_embed"}, time.Microsecond)
+	if err != nil || n != 1 {
+		t.Fatalf("deleted %d orphaned jobs (%v), want 1", n, err)
+	}
+	var left []string
+	if err := s.Pool().QueryRow(ctx, `SELECT array_agg(metadata->>'name' ORDER BY id) FROM river_job WHERE id = ANY($1)`,
+		[]int64{ids["gone-waiting"], ids["gone-running"], ids["live-waiting"], ids["other-kind"]}).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(left) != "[gone-running live-waiting other-kind]" {
+		t.Fatalf("jobs left %v, want all but gone-waiting", left)
+	}
+}

@@ -97,12 +97,16 @@ func (s *Store) deleteUserJobs(ctx context.Context, jobs RiverJobs, userID strin
 }
 
 // lockUserJobs locks the jobs of every shape of jobs that name the user
-// (as deleteUserJobs finds them, legacy jobs of several users aside), in
-// id order, as a takeover locks the running jobs it ends (endRunning):
-// deleted shape by shape, as each delete met them, a forget held an
-// extraction job of the user and waited for an embed job of the user a
-// takeover held while it waited for the extraction job
-// (TestTakeOverBesideForgetOfJobsOfTwoShapes).
+// (as deleteUserJobs finds them, legacy jobs of several users naming one
+// of the user's turns among them), in id order, as a takeover locks the
+// running jobs it ends (endRunning): deleted shape by shape, as each
+// delete met them, a forget held an extraction job of the user and
+// waited for an embed job of the user a takeover held while it waited
+// for the extraction job (TestTakeOverBesideForgetOfJobsOfTwoShapes);
+// and with the legacy jobs left to their own statement, a forget held
+// the user's job and waited for a legacy job lying before it
+// (TestTakeOverBesideForgetOfALegacyJob). Call it before the user's turns
+// are deleted: it reads their ids.
 func (s *Store) lockUserJobs(ctx context.Context, jobs []RiverJobs, userID string) error {
 	var (
 		cond []string
@@ -113,12 +117,20 @@ func (s *Store) lockUserJobs(ctx context.Context, jobs []RiverJobs, userID strin
 			continue
 		}
 		args = append(args, j.Kind, j.UserField)
-		cond = append(cond, fmt.Sprintf(`(kind = $%d AND args @> jsonb_build_object($%d::text, $1::text))`, len(args)-1, len(args)))
+		k, u := len(args)-1, len(args)
+		cond = append(cond, fmt.Sprintf(`(kind = $%d AND args @> jsonb_build_object($%d::text, $1::text))`, k, u))
+		if j.EventIDsField != "" {
+			args = append(args, j.EventIDsField)
+			cond = append(cond, fmt.Sprintf(`(kind = $%d AND args @> jsonb_build_object($%d::text, '') AND args->$%d::text ?| mine.ids)`, k, u, len(args)))
+		}
 	}
 	if len(cond) == 0 {
 		return nil
 	}
-	if _, err := s.db.Exec(ctx, `SELECT FROM river_job WHERE `+strings.Join(cond, " OR ")+` ORDER BY id FOR UPDATE`, args...); err != nil {
+	if _, err := s.db.Exec(ctx, `WITH mine AS (
+			SELECT coalesce(array_agg(event_id), '{}') AS ids FROM turns WHERE user_id = $1
+		)
+		SELECT FROM river_job, mine WHERE `+strings.Join(cond, " OR ")+` ORDER BY id FOR UPDATE OF river_job`, args...); err != nil {
 		return fmt.Errorf("forget jobs: lock: %w", err)
 	}
 	return nil
@@ -535,12 +547,19 @@ func (s *Store) NotQueued(ctx context.Context, jobs ItemJobs, model string, refs
 // itself, so one that registers as it runs keeps the jobs it inserts
 // (made after it registered, they are not in the statement's snapshot).
 func (s *Store) DeleteOrphanedEmbedJobs(ctx context.Context, kinds []string, idle time.Duration) (int64, error) {
-	tag, err := s.db.Exec(ctx, `DELETE FROM river_job j
-		WHERE j.kind = ANY($1) AND j.state IN ('available', 'pending', 'retryable', 'scheduled')
-		  AND j.created_at < now() - $2::interval
-		  AND coalesce(j.args->>'model', '') <> ''
-		  AND NOT EXISTS (SELECT FROM memoryd_processes p
-		                  WHERE p.embed_model = j.args->>'model' AND p.heartbeat_at > now() - $2::interval AND p.id !~ $3)`, kinds, idle, enrichProcessID)
+	// The jobs are locked in id order first, as a forget locks its user's
+	// (lockUserJobs): deleted in the table's order, a forget held its
+	// user's orphaned job and waited for another this held while it
+	// waited for the first (40P01, TestDeleteOrphanedEmbedJobsBesideForget).
+	tag, err := s.db.Exec(ctx, `WITH locked AS MATERIALIZED (
+			SELECT j.id FROM river_job j
+			WHERE j.kind = ANY($1) AND j.state IN ('available', 'pending', 'retryable', 'scheduled')
+			  AND j.created_at < now() - $2::interval
+			  AND coalesce(j.args->>'model', '') <> ''
+			  AND NOT EXISTS (SELECT FROM memoryd_processes p
+			                  WHERE p.embed_model = j.args->>'model' AND p.heartbeat_at > now() - $2::interval AND p.id !~ $3)
+			ORDER BY j.id FOR UPDATE OF j)
+		DELETE FROM river_job j USING locked l WHERE j.id = l.id`, kinds, idle, enrichProcessID)
 	if err != nil {
 		return 0, fmt.Errorf("delete orphaned embed jobs: %w", err)
 	}

@@ -204,8 +204,9 @@ func (w *spoolWriter) save(token string) error {
 	}
 	// Expired copies are the reconcile job's (DeleteExpiredSpools):
 	// deleted here too, two saves could lock them in different orders.
-	// Parts go with their copy (ON DELETE CASCADE).
-	if _, err := w.tx.Exec(w.ctx, `DELETE FROM export_spools WHERE user_id = $1 AND id NOT IN (
+	// Parts go with their copy (ON DELETE CASCADE). In id order, as the
+	// delete of expired copies takes them (see deleteSpoolsWhere).
+	if _, err := q.deleteSpoolsWhere(w.ctx, `s.user_id = $1 AND s.id NOT IN (
 		SELECT id FROM export_spools WHERE user_id = $1 ORDER BY created_at DESC, id LIMIT $2)`, w.userID, maxSpoolsPerUser); err != nil {
 		return err
 	}
@@ -323,9 +324,27 @@ func (s *Store) readParts(ctx context.Context, id string, partBytes, off, end in
 // DeleteExpiredSpools deletes the export copies unread for SpoolTTL and
 // returns how many it deleted.
 func (s *Store) DeleteExpiredSpools(ctx context.Context) (int64, error) {
-	tag, err := s.db.Exec(ctx, `DELETE FROM export_spools WHERE read_at < now() - make_interval(secs => $1)`, SpoolTTL.Seconds())
+	n, err := s.deleteSpoolsWhere(ctx, `s.read_at < now() - make_interval(secs => $1)`, SpoolTTL.Seconds())
 	if err != nil {
 		return 0, fmt.Errorf("delete expired export copies: %w", err)
+	}
+	return n, nil
+}
+
+// deleteSpoolsWhere deletes the export copies where (an SQL condition on
+// export_spools as s, with args) selects, with their parts, locked in id
+// order first, and returns how many went. Every writer deleting several
+// copies takes them so (the delete of expired ones, a save's of its
+// user's oldest, a forget): deleted as each statement's plan met them (a
+// user's by creation, the expired ones by their last read), two of them
+// each held a copy the other waited for (40P01:
+// TestDeleteExpiredSpoolsBesideForget).
+func (s *Store) deleteSpoolsWhere(ctx context.Context, where string, args ...any) (int64, error) {
+	tag, err := s.db.Exec(ctx, `WITH locked AS MATERIALIZED (
+			SELECT s.id FROM export_spools s WHERE `+where+` ORDER BY s.id FOR UPDATE OF s)
+		DELETE FROM export_spools s USING locked l WHERE s.id = l.id`, args...)
+	if err != nil {
+		return 0, err
 	}
 	return tag.RowsAffected(), nil
 }

@@ -83,7 +83,14 @@ func (s *Store) addDailyUsage(ctx context.Context, day time.Time, userID string,
 // forgetDailyUsage deletes a user's daily counts; everyone's keep the
 // user's tokens.
 func (s *Store) forgetDailyUsage(ctx context.Context, userID string) error {
-	if _, err := s.db.Exec(ctx, `DELETE FROM llm_usage_daily WHERE user_id = $1 AND $1 <> ''`, userID); err != nil {
+	// In (day, user_id) order, as the drop of old counts takes them
+	// (DeleteSpendBefore): no index leads with the user, and deleted in
+	// the table's order, two old days of the user not yet dropped were
+	// each held by one of the two while the other waited for it (40P01,
+	// TestDeleteSpendBeforeBesideForget).
+	if _, err := s.db.Exec(ctx, `WITH locked AS MATERIALIZED (
+			SELECT day FROM llm_usage_daily WHERE user_id = $1 AND $1 <> '' ORDER BY day FOR UPDATE)
+		DELETE FROM llm_usage_daily u USING locked l WHERE u.user_id = $1 AND u.day = l.day`, userID); err != nil {
 		return fmt.Errorf("forget daily usage: %w", err)
 	}
 	return nil
@@ -93,7 +100,11 @@ func (s *Store) forgetDailyUsage(ctx context.Context, userID string) error {
 // read only today's. It returns how many rows it deleted.
 func (s *Store) DeleteSpendBefore(ctx context.Context, day time.Time) (int64, error) {
 	var n int64
-	err := s.db.QueryRow(ctx, `WITH a AS (DELETE FROM llm_usage_daily WHERE day < $1 RETURNING 1),
+	// The users' counts locked in key order first, as a forget takes its
+	// user's (forgetDailyUsage).
+	err := s.db.QueryRow(ctx, `WITH locked AS MATERIALIZED (
+			SELECT day, user_id FROM llm_usage_daily WHERE day < $1 ORDER BY day, user_id FOR UPDATE),
+		a AS (DELETE FROM llm_usage_daily u USING locked l WHERE u.day = l.day AND u.user_id = l.user_id RETURNING 1),
 		b AS (DELETE FROM llm_usage_daily_shards WHERE day < $1 RETURNING 1)
 		SELECT (SELECT count(*) FROM a) + (SELECT count(*) FROM b)`, Day(day)).Scan(&n)
 	if err != nil {
