@@ -557,3 +557,24 @@ func TestQuietOperationSilencesOnlyItself(t *testing.T) {
 		t.Fatalf("changes = %q, want %q", got, want)
 	}
 }
+
+// A pair said again by a turn no newer than its item publishes nothing
+// (the item's time stays, only the turns that said it grow); said again
+// by a newer turn it comes again as context.stored, with the item's own
+// event id (protocol.md, Memory changes).
+func TestChangesOfAPairSaidAgain(t *testing.T) {
+	ctx, s := setup(t)
+	for _, w := range []store.ContextWrite{
+		{UserID: "alice", Question: "q", Answer: "a", CreatedAt: t0.Add(time.Hour), EventID: "e1"},
+		{UserID: "alice", Question: "q", Answer: "a", CreatedAt: t0, EventID: "e0"},
+		{UserID: "alice", Question: "q", Answer: "a", CreatedAt: t0.Add(2 * time.Hour), EventID: "e2"},
+	} {
+		if _, err := s.InsertContext(ctx, []store.ContextWrite{w}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := drain(ctx, t, s, "alice")
+	if len(got) != 2 || got[0].Type != "context.stored" || got[1].Type != "context.stored" || got[0].EventID != "e1" || got[1].EventID != "e1" {
+		t.Fatalf("changes = %+v, want two context.stored of e1's item (the first turn's and the newer one's)", got)
+	}
+}

@@ -393,3 +393,112 @@ func TestDeleteOrphanedEmbedJobsKeepsLiveModelsAndRunningJobs(t *testing.T) {
 		t.Fatalf("jobs left %v, want all but gone-waiting", left)
 	}
 }
+
+// The embed sweep deletes the waiting embed jobs of a model no process
+// works (DeleteOrphanedEmbedJobs), and a forget locks its user's jobs in
+// id order: the sweep's delete took them as its scan met them, so with a
+// job of alice lying before one of a lower id, each held a job the other
+// waited for (40P01). Alice's embed jobs e2 (inserted first, the higher
+// id) and e1, of a model no process works, and her extraction job x, of
+// an id between, which the third transaction holds: the forget locks e1
+// and waits for x; the sweep deleted e2 and waited for e1.
+func TestOrphanedEmbedJobsSweepBesideForget(t *testing.T) {
+	ctx, s := setup(t)
+	ids := insertJobs(t, ctx, s, `
+		(1000000, 'e2', 'test_embed', 'embed', 'available', '{"owner": "alice", "model": "gone"}'),
+		(NULL, 'e1', 'test_embed', 'embed', 'available', '{"owner": "alice", "model": "gone"}'),
+		(NULL, 'x', 'test_extract', 'extract', 'available', '{"owner": "alice", "turn_ids": ["a"]}')`)
+	if !(ids["e1"] < ids["x"] && ids["x"] < ids["e2"]) {
+		t.Fatalf("job ids %v, want e1 < x < e2", ids)
+	}
+	hold, holder := begin(t, s)
+	if _, err := hold.Exec(ctx, `SELECT FROM river_job WHERE id = $1 FOR UPDATE`, ids["x"]); err != nil {
+		t.Fatal(err)
+	}
+	forget, forgot := waitingOn(t, s, holder, "the forget", "the held job", func() error {
+		_, _, err := s.ForgetUser(ctx, "alice", "alice", store.StreamPosition{}, testJobs, testEmbedJobs)
+		return err
+	})
+	// The sweep waits for the forget (a job it locked) or is done.
+	swept := make(chan error, 1)
+	go func() {
+		_, err := s.DeleteOrphanedEmbedJobs(ctx, []string{"test_embed"}, time.Microsecond)
+		swept <- err
+	}()
+	blockedBy(t, s, forget, func() bool { return len(swept) > 0 }, "the sweep to wait for the forget, or be done")
+	if err := hold.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ferr, serr := <-forgot, <-swept; ferr != nil || serr != nil {
+		t.Fatalf("forget: %v; sweep of orphaned embed jobs: %v; want both done", ferr, serr)
+	}
+	jobsOfAliceGone(t, ctx, s)
+}
+
+// A forget of a user's documents (DeleteCollections), a delete of a
+// document (DeleteDocument, in the transaction docs.delete runs it in) and
+// the finish of a forget cut short (DeleteDocumentsBefore) deleted the jobs
+// naming the documents shape by shape (index jobs, then chunk embed
+// jobs), and a takeover ends a dead process's running jobs in id order:
+// each held a job the other waited for (40P01). The dead process ran a
+// chunk embed job c and an index job i of alice's document, c the older;
+// the third transaction holds another index job h of it: the delete
+// deletes i and waits for h, the takeover locks c and waits for i, then
+// the delete goes on to c.
+func TestTakeOverBesideDeletesOfDocumentJobsOfTwoShapes(t *testing.T) {
+	t.Parallel()
+	for name, del := range map[string]func(ctx context.Context, s *store.Store) (int64, error){
+		"forget": func(ctx context.Context, s *store.Store) (int64, error) {
+			return s.DeleteCollections(ctx, alice, docJobs...)
+		},
+		"delete": func(ctx context.Context, s *store.Store) (int64, error) {
+			var n int64
+			err := s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+				ok, err := q.DeleteDocument(ctx, alice, "notes", "d", docJobs...)
+				if ok {
+					n = 1
+				}
+				return err
+			})
+			return n, err
+		},
+		"finish of a forget cut short": func(ctx context.Context, s *store.Store) (int64, error) {
+			return s.DeleteDocumentsBefore(ctx, "alice", time.Now().Add(time.Hour), docJobs...)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, s := setup(t)
+			coll := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "notes", DocID: "d", Content: "# Notes\n\nThe boat is blue.\n"}).Collection.ID
+			args := fmt.Sprintf(`'{"collection_id": %d, "doc_id": "d"}'`, coll)
+			ids := insertJobs(t, ctx, s, `
+				(NULL, 'c', 'memoryd_chunk_embed', 'embed', 'running', `+args+`),
+				(NULL, 'i', 'index_document', 'docs', 'running', `+args+`),
+				(NULL, 'h', 'index_document', 'docs', 'available', `+args+`)`)
+			deadProcess(t, ctx, s)
+			hold, holder := begin(t, s)
+			if _, err := hold.Exec(ctx, `SELECT FROM river_job WHERE id = $1 FOR UPDATE`, ids["h"]); err != nil {
+				t.Fatal(err)
+			}
+			var deleted int64
+			deleter, done := waitingOn(t, s, holder, "the "+name, "the held job", func() error {
+				var err error
+				deleted, err = del(ctx, s)
+				return err
+			})
+			_, took := waitingOn(t, s, deleter, "the takeover", "the "+name, func() error { return takeOver(ctx, s, nil) })
+			if err := hold.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if derr, terr := <-done, <-took; derr != nil || terr != nil {
+				t.Fatalf("%s: %v; takeover: %v; want both done", name, derr, terr)
+			}
+			if deleted != 1 {
+				t.Errorf("the %s deleted %d documents, want 1", name, deleted)
+			}
+			var left int
+			if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind IN ('index_document', 'memoryd_chunk_embed')`).Scan(&left); err != nil || left != 0 {
+				t.Fatalf("%d jobs of alice's document left (%v), want none", left, err)
+			}
+		})
+	}
+}

@@ -546,11 +546,13 @@ func (s *Store) NotQueued(ctx context.Context, jobs ItemJobs, model string, refs
 // again. Whether a process of the model lives is read in the statement
 // itself, so one that registers as it runs keeps the jobs it inserts
 // (made after it registered, they are not in the statement's snapshot).
+//
+// The jobs are locked in id order, as a forget locks its user's jobs
+// (lockUserJobs), and one another transaction holds is left for the next
+// sweep: deleted as the scan met them, beside a forget of their user each
+// held a job the other waited for (40P01,
+// TestOrphanedEmbedJobsSweepBesideForget, TestDeleteOrphanedEmbedJobsBesideForget).
 func (s *Store) DeleteOrphanedEmbedJobs(ctx context.Context, kinds []string, idle time.Duration) (int64, error) {
-	// The jobs are locked in id order first, as a forget locks its user's
-	// (lockUserJobs): deleted in the table's order, a forget held its
-	// user's orphaned job and waited for another this held while it
-	// waited for the first (40P01, TestDeleteOrphanedEmbedJobsBesideForget).
 	tag, err := s.db.Exec(ctx, `WITH locked AS MATERIALIZED (
 			SELECT j.id FROM river_job j
 			WHERE j.kind = ANY($1) AND j.state IN ('available', 'pending', 'retryable', 'scheduled')
@@ -558,7 +560,7 @@ func (s *Store) DeleteOrphanedEmbedJobs(ctx context.Context, kinds []string, idl
 			  AND coalesce(j.args->>'model', '') <> ''
 			  AND NOT EXISTS (SELECT FROM memoryd_processes p
 			                  WHERE p.embed_model = j.args->>'model' AND p.heartbeat_at > now() - $2::interval AND p.id !~ $3)
-			ORDER BY j.id FOR UPDATE OF j)
+			ORDER BY j.id FOR UPDATE OF j SKIP LOCKED)
 		DELETE FROM river_job j USING locked l WHERE j.id = l.id`, kinds, idle, enrichProcessID)
 	if err != nil {
 		return 0, fmt.Errorf("delete orphaned embed jobs: %w", err)

@@ -190,46 +190,65 @@ func (o *connOptions) logger(a *cli) (*slog.Logger, error) {
 // each comma-separated URL as nats.go does (nats:// when no scheme, 4222
 // when no port). Only the host and path are echoed: a URL may hold a
 // password (and none when an '@' follows them: they hold a piece of it).
+//
+// nats.go splits the list at every ',', one in a password too: the URL
+// before it then ends inside the password, and what the parse reads as
+// its host, port or path is a piece of it. So an entry followed by one
+// holding an '@' is refused without quoting it.
 func checkNATSURL(list string) error {
-	for _, s := range strings.Split(list, ",") {
-		if s = strings.TrimSpace(s); s == "" {
-			continue // nats.go skips empty entries
-		}
-		if !strings.Contains(s, "://") {
-			s = "nats://" + s
-		}
-		_, rest, _ := strings.Cut(s, "://")
-		if i := strings.IndexAny(rest, "/?#"); i >= 0 && strings.Contains(rest[i:], "@") {
-			// An '@' after the end of the host: a '/', '?' or '#' in the
-			// password ended it, and the port, host or path the parse
-			// reads are pieces of the password.
-			return errors.New("is not a URL such as nats://user:password@127.0.0.1:4222: a '/', '?', '#' or '@' in a user or password is written %2F, %3F, %23 or %40")
-		}
-		u, err := url.Parse(s)
-		if err != nil {
-			var ue *url.Error
-			if errors.As(err, &ue) {
-				err = ue.Err // without the URL it quotes
+	entries := strings.Split(list, ",")
+	for i, s := range entries {
+		if err := checkNATSEntry(s); err != nil {
+			for _, later := range entries[i+1:] {
+				if strings.Contains(later, "@") {
+					return fmt.Errorf("has a URL before one with a user or password that is not a URL such as nats://127.0.0.1:4222 (not quoted: it may end inside a password, as nats.go splits the list at every ','; a ',' in a user or password is written %%2C)")
+				}
 			}
-			// An invalid escape quotes the three characters from its '%',
-			// which are the password's when it holds the '%'.
-			var ee url.EscapeError
-			if i := strings.LastIndex(rest, "@"); i >= 0 && errors.As(err, &ee) && strings.Contains(rest[:i], "%") {
-				return errors.New("is not a URL such as nats://user:password@127.0.0.1:4222: a '%' in a user or password is written %25")
-			}
-			return fmt.Errorf("is not a URL such as nats://127.0.0.1:4222: %v", err)
+			return err
 		}
-		hostPort := u.Host
-		if u.Port() == "" {
-			hostPort = strings.TrimSuffix(hostPort, ":") + ":4222"
+	}
+	return nil
+}
+
+// checkNATSEntry is checkNATSURL for one URL of the list.
+func checkNATSEntry(s string) error {
+	if s = strings.TrimSpace(s); s == "" {
+		return nil // nats.go skips empty entries
+	}
+	if !strings.Contains(s, "://") {
+		s = "nats://" + s
+	}
+	_, rest, _ := strings.Cut(s, "://")
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 && strings.Contains(rest[i:], "@") {
+		// An '@' after the end of the host: a '/', '?' or '#' in the
+		// password ended it, and the port, host or path the parse
+		// reads are pieces of the password.
+		return errors.New("is not a URL such as nats://user:password@127.0.0.1:4222: a '/', '?', '#' or '@' in a user or password is written %2F, %3F, %23 or %40")
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the URL it quotes
 		}
-		if _, _, err := net.SplitHostPort(hostPort); err != nil {
-			return fmt.Errorf("names no host and port to dial (%q); give scheme://host:port, such as nats://127.0.0.1:4222", u.Host)
+		// An invalid escape quotes the three characters from its '%',
+		// which are the password's when it holds the '%'.
+		var ee url.EscapeError
+		if i := strings.LastIndex(rest, "@"); i >= 0 && errors.As(err, &ee) && strings.Contains(rest[:i], "%") {
+			return errors.New("is not a URL such as nats://user:password@127.0.0.1:4222: a '%' in a user or password is written %25")
 		}
-		// A websocket URL may have a path; nats.go ignores any other's.
-		if u.Scheme != "ws" && u.Scheme != "wss" && strings.Trim(u.Path, "/") != "" {
-			return fmt.Errorf("reads as host %q and path %q, and a NATS URL has no path: give scheme://host:port, such as nats://127.0.0.1:4222", u.Host, u.Path)
-		}
+		return fmt.Errorf("is not a URL such as nats://127.0.0.1:4222: %v", err)
+	}
+	hostPort := u.Host
+	if u.Port() == "" {
+		hostPort = strings.TrimSuffix(hostPort, ":") + ":4222"
+	}
+	if _, _, err := net.SplitHostPort(hostPort); err != nil {
+		return fmt.Errorf("names no host and port to dial (%q); give scheme://host:port, such as nats://127.0.0.1:4222", u.Host)
+	}
+	// A websocket URL may have a path; nats.go ignores any other's.
+	if u.Scheme != "ws" && u.Scheme != "wss" && strings.Trim(u.Path, "/") != "" {
+		return fmt.Errorf("reads as host %q and path %q, and a NATS URL has no path: give scheme://host:port, such as nats://127.0.0.1:4222", u.Host, u.Path)
 	}
 	return nil
 }

@@ -148,6 +148,15 @@ func TestCheckNATSURL(t *testing.T) {
 		{"nats://u:secret%@127.0.0.1:4222", "a '%' in a user or password is written %25"},
 		{"nats://u:p@ss%secret@127.0.0.1:4222", "a '%' in a user or password is written %25"},
 		{"nats://127.0.0.1%zz:4222", `invalid URL escape "%zz"`},
+		// A ',' in a password: nats.go splits the list there, and the
+		// parse reads the piece before it as a port, a host or a path.
+		{"nats://u:secret,1@127.0.0.1:4222", "a ',' in a user or password is written %2C)"},
+		{"nats://u:1:secret,1@127.0.0.1:4222", "a ',' in a user or password is written %2C)"},
+		{"nats://u:secret:1,2@127.0.0.1:4222", "a ',' in a user or password is written %2C)"},
+		{"nats://u@x:secret,1@127.0.0.1:4222", "a ',' in a user or password is written %2C)"},
+		{"nats://u:secret%2C1@127.0.0.1:4222", ""},
+		{"nats://a:4222,u:pw@b:4222", ""},
+		{"nats//a:4222,nats://u:pw@b:4222", "has a URL before one with a user or password that is not a URL"},
 	} {
 		err := checkNATSURL(tc.url)
 		switch {
