@@ -173,8 +173,17 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 				"bucket", ForgetsBucket(stream), "error", err)
 		}
 	}
+	// One bound for the attempts: a transaction Postgres rolled back to
+	// break a deadlock (40P01) is redone, as the database side is; left
+	// to the next start, the documents stayed until then and the forget
+	// answered "incomplete".
 	dctx, cancel := context.WithTimeout(sctx, forgetDocsTimeout)
-	r.Documents, err = s.DeleteCollections(dctx, store.Owner{User: userID}, indexDocumentJobs, chunkEmbedJobs)
+	for attempt := 1; ; attempt++ {
+		r.Documents, err = s.DeleteCollections(dctx, store.Owner{User: userID}, indexDocumentJobs, chunkEmbedJobs)
+		if err == nil || !store.IsRolledBack(err) || attempt == forgetAttempts {
+			break
+		}
+	}
 	cancel()
 	if err != nil {
 		return r, &IncompleteError{What: "documents", Err: err}
