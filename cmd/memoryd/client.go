@@ -239,7 +239,7 @@ Without --collections the user's default collections' documents are searched
 	f.ArgInt(&maxTokens, "max-tokens", events.DefaultMaxTokens, "token budget of the injection (1..100000)")
 	f.ArgString(&threshold, "threshold", "", "lowest score of a context item, 0..1 (default 0.3)")
 	f.ArgString(&at, "at", "", "measure recency against this RFC 3339 time (default now)")
-	f.ArgString(&collections, "collections", "", `comma-separated document collections to search ("scope/name" for a shared one; "" for none; default the user's default collections)`)
+	f.ArgString(&collections, "collections", "", `comma-separated document collections to search ("scope/name" for a shared one; "" for none; absent: those set with memoryd docs defaults)`)
 	pos, err := o.parse(f, args)
 	if err != nil {
 		return err
