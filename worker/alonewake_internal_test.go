@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 
 	"github.com/memoryd/memoryd/extractor"
@@ -114,11 +115,17 @@ func TestAloneWakeAtAnAnswerDuringTheDial(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The dial: the server answers an extraction while it is under way,
-	// then the dial is refused.
+	// then the dial is refused. Once: each answer arms a wake, whose own
+	// check for a refusing server would answer again, a loop that ran
+	// (and took a core) until the package's end.
+	var answered atomic.Bool
 	w.modelWaits.refuses = func(context.Context) bool {
-		w.modelAnswered()
+		if answered.CompareAndSwap(false, true) {
+			w.modelAnswered()
+		}
 		return true
 	}
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
 	w.aloneReleased(context.Background())
 	var due bool
 	if err := s.Pool().QueryRow(e.ctx, `SELECT state = 'available' AND scheduled_at <= now() FROM river_job WHERE id = $1`, id).Scan(&due); err != nil {

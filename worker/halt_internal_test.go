@@ -56,3 +56,29 @@ func TestStopEndsWhatWasArmedBeforeStart(t *testing.T) {
 		t.Fatalf("the second run's context ended with %v, want Stop's", context.Cause(during))
 	}
 }
+
+// TestStopOfAWorkerNeverStartedEndsWhatWasArmed: a worker made and
+// stopped without a Start (a test's, a start that failed before River)
+// ends what reads its halt, as a stop after a Start does: a test's wake
+// armed that way ran until the package's end.
+func TestStopOfAWorkerNeverStartedEndsWhatWasArmed(t *testing.T) {
+	e := raceSetup(t)
+	s := storetest.New(t)
+	w, err := New(Config{Conn: e.js.Conn(), Store: s, Extractor: &extractor.Rules{}, Logger: slog.New(slog.DiscardHandler), Prefix: e.prefix, Stream: e.stream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stopped, cancel := w.halting(context.Background())
+	defer cancel()
+	for range 2 { // a second Stop is a no-op
+		if err := w.Stop(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventstest.Eventually(t, "the context to end with Stop", 30*time.Second, func() (bool, string) {
+		return ctx.Err() != nil, ""
+	})
+	if !stopped() {
+		t.Fatalf("the context ended with %v, want Stop's", context.Cause(ctx))
+	}
+}

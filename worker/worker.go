@@ -1282,7 +1282,11 @@ func (w *Worker) Stop(ctx context.Context) error {
 	started, consume, stop, done, cancelIngest := w.started, w.consume, w.stop, w.done, w.cancelIngest
 	endRebind, rebound := w.endRebind, w.rebound
 	w.started, w.consume = false, nil
-	if started {
+	select {
+	case <-w.halt: // closed by an earlier Stop
+	default:
+		// Also when never started: what was armed since New (a wake at a
+		// model answer) ends.
 		close(w.halt)
 	}
 	w.mu.Unlock()
