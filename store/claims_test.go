@@ -168,3 +168,27 @@ func TestClaimIsTheJobsOwn(t *testing.T) {
 		t.Fatalf("after job 7 released its claim, job 8 claimed %d turns, want 3", n)
 	}
 }
+
+// A turn processed is no burst's: its claim ends with it, all of it (the
+// job too), so that no end of a job's claims (ReleaseClaims, a takeover's)
+// locks it again, and a forget need not lock it in their order (a forget
+// of 30,000 claimed turns locked each: BenchmarkForgetUser).
+func TestMarkProcessedEndsTheClaim(t *testing.T) {
+	ctx, s := setup(t)
+	if _, err := s.InsertTurns(ctx, []store.Turn{
+		{EventID: "e1", UserID: "alice", ConversationID: "c", UserMessage: "In Paris", TurnAt: t0},
+		{EventID: "e2", UserID: "alice", ConversationID: "c", UserMessage: "Gate 9", TurnAt: t0.Add(time.Minute)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if turns, err := s.ClaimConversationTurns(ctx, store.Claim{JobID: 7, UserID: "alice", ConversationID: "c", Limit: 10, TTL: time.Hour}); err != nil || len(turns) != 2 {
+		t.Fatalf("claimed %d turns (%v), want 2", len(turns), err)
+	}
+	if err := s.MarkProcessed(ctx, "alice", []string{"e1", "e2"}, store.Provenance{Extractor: "llm"}); err != nil {
+		t.Fatal(err)
+	}
+	var claimed int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM turns WHERE claimed_by IS NOT NULL OR claimed_until IS NOT NULL`).Scan(&claimed); err != nil || claimed != 0 {
+		t.Fatalf("%d processed turns still claimed (%v), want none", claimed, err)
+	}
+}

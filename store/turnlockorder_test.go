@@ -109,6 +109,38 @@ func TestClaimBesideForgetOfDisorderedTurns(t *testing.T) {
 	}
 }
 
+// A forget of the user beside the end of a job's claim (ReleaseClaims) on
+// turns the job claimed, some of them processed with the claim left on
+// them (as MarkProcessed of earlier releases left it): the release locks
+// those too, in (turn_at, event_id) order, so the forget locks them in
+// that order with the unprocessed ones. Locking the unprocessed turns
+// alone, it held a, which the release waited for, and its delete waited
+// for b, which the release held.
+func TestReleaseBesideForgetOfDisorderedProcessedClaimedTurns(t *testing.T) {
+	ctx, s := setup(t)
+	const job = 7
+	// Each claimed alone, a first, then b and x processed keeping the
+	// claim, so the table holds a, b and x in that order.
+	disorderedTurns(t, ctx, s, func(ids []string) error {
+		_, err := s.ClaimConversationTurns(ctx, store.Claim{JobID: job, UserID: "alice", Own: ids, Limit: 1, TTL: time.Hour})
+		return err
+	})
+	for _, id := range []string{"b", "x"} {
+		if _, err := s.Pool().Exec(ctx, `UPDATE turns SET status = 'processed', claimed_until = NULL WHERE user_id = 'alice' AND event_id = $1`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	heldBeside(t, s, "release", func(ctx context.Context) error {
+		return s.ReleaseClaims(ctx, job, "alice", []string{"a", "b", "x"})
+	}, func(ctx context.Context) error {
+		r, _, err := s.ForgetUser(ctx, "alice", "alice", store.StreamPosition{})
+		if err == nil && r.Turns != 3 {
+			err = fmt.Errorf("forget deleted %d turns, want 3", r.Turns)
+		}
+		return err
+	})
+}
+
 // disorderedTurns records alice's turns a, b and x, of event id order a, b
 // and time order b, x, a (a first in the table and as received), and sets
 // them processed or failed with settle.
