@@ -20,16 +20,27 @@ import (
 	"github.com/memoryd/memoryd/store"
 )
 
+// ingestRun is one Start's ingest channels, handed to its loop: a Start
+// after a Stop makes new ones, which the loop of the run before (its
+// goroutines, still ending after a Stop that did not wait for it) must
+// never read. Read from the worker's fields, they raced with the next
+// Start's writes.
+type ingestRun struct {
+	msgs <-chan jetstream.Msg
+	stop <-chan struct{}
+	done chan<- struct{}
+}
+
 // ingestLoop batches buffered messages opportunistically: it blocks for the
 // first one, then takes whatever else is already there, up to BatchSize, so a
 // lone turn is recorded at once and a burst shares one transaction.
-func (w *Worker) ingestLoop(ctx context.Context) {
-	defer close(w.done)
+func (w *Worker) ingestLoop(ctx context.Context, run ingestRun) {
+	defer close(run.done)
 	// Ends a wait for a turn (see pace.enter) when Stop is called.
 	paceCtx, cancelPace := context.WithCancel(ctx)
 	defer cancelPace()
 	go func() {
-		<-w.stop
+		<-run.stop
 		cancelPace()
 	}()
 	batch := make([]jetstream.Msg, 0, w.cfg.BatchSize)
@@ -38,9 +49,9 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 	for {
 		batch = batch[:0]
 		select {
-		case <-w.stop:
+		case <-run.stop:
 			return
-		case m := <-w.msgs:
+		case m := <-run.msgs:
 			batch = append(batch, m)
 		}
 		// Held back while enrich is slow (Config.Pacer): the batch waits
@@ -50,7 +61,7 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 	fill:
 		for len(batch) < w.cfg.BatchSize {
 			select {
-			case m := <-w.msgs:
+			case m := <-run.msgs:
 				batch = append(batch, m)
 			default:
 				break fill
@@ -98,7 +109,7 @@ func (w *Worker) ingestLoop(ctx context.Context) {
 			for _, m := range batch {
 				_ = m.NakWithDelay(backoff)
 			}
-			if w.waitOutage(ctx, err, backoff) {
+			if w.waitOutage(ctx, run.stop, err, backoff) {
 				return
 			}
 			continue
@@ -155,7 +166,7 @@ func (w *Worker) IngestFailing() *Outage { return w.ingestFailing.load() }
 // comes back when its delay ends. Any other error (a lock timeout, a batch
 // out of time, a disk full) waits d: a ping answers while writes still
 // fail.
-func (w *Worker) waitOutage(ctx context.Context, err error, d time.Duration) (stopped bool) {
+func (w *Worker) waitOutage(ctx context.Context, stop <-chan struct{}, err error, d time.Duration) (stopped bool) {
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	var probe <-chan time.Time
@@ -166,7 +177,7 @@ func (w *Worker) waitOutage(ctx context.Context, err error, d time.Duration) (st
 	}
 	for {
 		select {
-		case <-w.stop:
+		case <-stop:
 			return true
 		case <-deadline.C:
 			return false

@@ -1007,7 +1007,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	go w.keepConsuming(rebindCtx, w.consume.Closed(), w.rebound)
 	ingestCtx, cancelIngest := context.WithCancel(context.WithoutCancel(ctx))
 	w.cancelIngest = cancelIngest
-	go w.ingestLoop(ingestCtx)
+	go w.ingestLoop(ingestCtx, ingestRun{msgs: w.msgs, stop: w.stop, done: w.done})
 	w.logger.Info("worker started", "stream", cfg.Stream, "consumer", cfg.Durable,
 		"extractor", w.cfg.Extractor.Info().Name, "model", w.cfg.Extractor.Info().Model, "workers", cfg.Workers)
 	return nil
@@ -1279,7 +1279,7 @@ func (w *Worker) stopFollowing(ctx context.Context) {
 // to finish, then they are cancelled and retried later by any worker.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
-	started, consume, stop, done, cancelIngest := w.started, w.consume, w.stop, w.done, w.cancelIngest
+	started, consume, stop, done, cancelIngest, msgs := w.started, w.consume, w.stop, w.done, w.cancelIngest, w.msgs
 	endRebind, rebound := w.endRebind, w.rebound
 	w.started, w.consume = false, nil
 	select {
@@ -1332,8 +1332,8 @@ func (w *Worker) Stop(ctx context.Context) error {
 			<-done
 		}
 		cancelIngest()
-		for len(w.msgs) > 0 {
-			_ = (<-w.msgs).Nak()
+		for len(msgs) > 0 {
+			_ = (<-msgs).Nak()
 		}
 	}
 	// A wake running now ends with halt (its statement cancelled); none
