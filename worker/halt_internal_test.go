@@ -3,6 +3,9 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,4 +84,62 @@ func TestStopOfAWorkerNeverStartedEndsWhatWasArmed(t *testing.T) {
 	if !stopped() {
 		t.Fatalf("the context ended with %v, want Stop's", context.Cause(ctx))
 	}
+}
+
+// TestStopOfAWorkerNeverStartedWaitsForItsWakes: a Stop of a worker never
+// started waits for a wake armed since New that is running, as a Stop
+// after a Start does (none logs or writes after Stop); it returned at
+// once, the wake still running.
+func TestStopOfAWorkerNeverStartedWaitsForItsWakes(t *testing.T) {
+	e := raceSetup(t)
+	s := storetest.New(t)
+	w, err := New(Config{Conn: e.js.Conn(), Store: s, Extractor: &extractor.Rules{}, Logger: slog.New(slog.DiscardHandler), Prefix: e.prefix, Stream: e.stream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The wake's check of the model server (the dial) holds it until
+	// released.
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	defer once.Do(func() { close(release) })
+	w.modelWaits.refuses = func(context.Context) bool {
+		close(entered)
+		<-release
+		return true
+	}
+	w.wakeSoon(&w.modelWaits, 0)
+	<-entered
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Stop(e.ctx) }()
+	var early bool
+	eventstest.Eventually(t, "Stop to end or to wait for the wake", 30*time.Second, func() (bool, string) {
+		select {
+		case err := <-stopped:
+			early = true
+			stopped <- err
+			return true, ""
+		default:
+		}
+		return stopWaitsForWakes(t.Name()), ""
+	})
+	if early {
+		t.Fatal("Stop of a worker never started returned while a wake armed before it still ran")
+	}
+	once.Do(func() { close(release) })
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stopWaitsForWakes reports whether a Stop that test started is blocked
+// in its wait for the wakes (its goroutine's stack).
+func stopWaitsForWakes(test string) bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "(*WaitGroup).Wait") && strings.Contains(g, "(*Worker).Stop") && strings.Contains(g, test) {
+			return true
+		}
+	}
+	return false
 }

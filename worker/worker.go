@@ -1291,6 +1291,8 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 	w.mu.Unlock()
 	if !started {
+		// A wake armed since New ends with halt; waited for, as below.
+		w.wakes.Wait()
 		return nil
 	}
 	if endRebind != nil {
