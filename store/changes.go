@@ -164,9 +164,18 @@ func (s *Store) DropChanges(ctx context.Context, before time.Time) (int64, error
 // in the table's order), two of them each held a change the other waited
 // for (40P01: TestSendChangesBesideForget, TestDropChangesBesideForget).
 func (s *Store) deleteChangesWhere(ctx context.Context, where string, args ...any) (int64, error) {
+	return s.deleteInIDOrder(ctx, "memory_changes", "c", where, args...)
+}
+
+// deleteInIDOrder deletes the rows of table (named alias in where, an SQL
+// condition with args) that where selects, locked in id order first, and
+// returns how many went: the one order of the writers that delete several
+// rows of a table with an id (deleteChangesWhere, deleteSpoolsWhere say
+// which and why).
+func (s *Store) deleteInIDOrder(ctx context.Context, table, alias, where string, args ...any) (int64, error) {
 	tag, err := s.db.Exec(ctx, `WITH locked AS MATERIALIZED (
-			SELECT c.id FROM memory_changes c WHERE `+where+` ORDER BY c.id FOR UPDATE OF c)
-		DELETE FROM memory_changes c USING locked l WHERE c.id = l.id`, args...)
+			SELECT `+alias+`.id FROM `+table+` `+alias+` WHERE `+where+` ORDER BY `+alias+`.id FOR UPDATE OF `+alias+`)
+		DELETE FROM `+table+` `+alias+` USING locked l WHERE `+alias+`.id = l.id`, args...)
 	if err != nil {
 		return 0, err
 	}

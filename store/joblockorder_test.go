@@ -394,47 +394,6 @@ func TestDeleteOrphanedEmbedJobsKeepsLiveModelsAndRunningJobs(t *testing.T) {
 	}
 }
 
-// The embed sweep deletes the waiting embed jobs of a model no process
-// works (DeleteOrphanedEmbedJobs), and a forget locks its user's jobs in
-// id order: the sweep's delete took them as its scan met them, so with a
-// job of alice lying before one of a lower id, each held a job the other
-// waited for (40P01). Alice's embed jobs e2 (inserted first, the higher
-// id) and e1, of a model no process works, and her extraction job x, of
-// an id between, which the third transaction holds: the forget locks e1
-// and waits for x; the sweep deleted e2 and waited for e1.
-func TestOrphanedEmbedJobsSweepBesideForget(t *testing.T) {
-	ctx, s := setup(t)
-	ids := insertJobs(t, ctx, s, `
-		(1000000, 'e2', 'test_embed', 'embed', 'available', '{"owner": "alice", "model": "gone"}'),
-		(NULL, 'e1', 'test_embed', 'embed', 'available', '{"owner": "alice", "model": "gone"}'),
-		(NULL, 'x', 'test_extract', 'extract', 'available', '{"owner": "alice", "turn_ids": ["a"]}')`)
-	if !(ids["e1"] < ids["x"] && ids["x"] < ids["e2"]) {
-		t.Fatalf("job ids %v, want e1 < x < e2", ids)
-	}
-	hold, holder := begin(t, s)
-	if _, err := hold.Exec(ctx, `SELECT FROM river_job WHERE id = $1 FOR UPDATE`, ids["x"]); err != nil {
-		t.Fatal(err)
-	}
-	forget, forgot := waitingOn(t, s, holder, "the forget", "the held job", func() error {
-		_, _, err := s.ForgetUser(ctx, "alice", "alice", store.StreamPosition{}, testJobs, testEmbedJobs)
-		return err
-	})
-	// The sweep waits for the forget (a job it locked) or is done.
-	swept := make(chan error, 1)
-	go func() {
-		_, err := s.DeleteOrphanedEmbedJobs(ctx, []string{"test_embed"}, time.Microsecond)
-		swept <- err
-	}()
-	blockedBy(t, s, forget, func() bool { return len(swept) > 0 }, "the sweep to wait for the forget, or be done")
-	if err := hold.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if ferr, serr := <-forgot, <-swept; ferr != nil || serr != nil {
-		t.Fatalf("forget: %v; sweep of orphaned embed jobs: %v; want both done", ferr, serr)
-	}
-	jobsOfAliceGone(t, ctx, s)
-}
-
 // A forget of a user's documents (DeleteCollections), a delete of a
 // document (DeleteDocument, in the transaction docs.delete runs it in) and
 // the finish of a forget cut short (DeleteDocumentsBefore) deleted the jobs

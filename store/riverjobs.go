@@ -555,7 +555,7 @@ func (s *Store) NotQueued(ctx context.Context, jobs ItemJobs, model string, refs
 // (lockUserJobs), and one another transaction holds is left for the next
 // sweep: deleted as the scan met them, beside a forget of their user each
 // held a job the other waited for (40P01,
-// TestOrphanedEmbedJobsSweepBesideForget, TestDeleteOrphanedEmbedJobsBesideForget).
+// TestDeleteOrphanedEmbedJobsBesideForget).
 func (s *Store) DeleteOrphanedEmbedJobs(ctx context.Context, kinds []string, idle time.Duration) (int64, error) {
 	tag, err := s.db.Exec(ctx, `WITH locked AS MATERIALIZED (
 			SELECT j.id FROM river_job j

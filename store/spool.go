@@ -340,13 +340,7 @@ func (s *Store) DeleteExpiredSpools(ctx context.Context) (int64, error) {
 // each held a copy the other waited for (40P01:
 // TestDeleteExpiredSpoolsBesideForget).
 func (s *Store) deleteSpoolsWhere(ctx context.Context, where string, args ...any) (int64, error) {
-	tag, err := s.db.Exec(ctx, `WITH locked AS MATERIALIZED (
-			SELECT s.id FROM export_spools s WHERE `+where+` ORDER BY s.id FOR UPDATE OF s)
-		DELETE FROM export_spools s USING locked l WHERE s.id = l.id`, args...)
-	if err != nil {
-		return 0, err
-	}
-	return tag.RowsAffected(), nil
+	return s.deleteInIDOrder(ctx, "export_spools", "s", where, args...)
 }
 
 // DeleteSpool deletes the user's export copy id (its last page was read),
