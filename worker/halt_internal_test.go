@@ -19,12 +19,7 @@ import (
 // context) ends with the first Stop. halt was nil until Start made it:
 // such a wake ran after Stop, unwaited.
 func TestStopEndsWhatWasArmedBeforeStart(t *testing.T) {
-	e := raceSetup(t)
-	s := storetest.New(t)
-	w, err := New(Config{Conn: e.js.Conn(), Store: s, Extractor: &extractor.Rules{}, Logger: slog.New(slog.DiscardHandler), Prefix: e.prefix, Stream: e.stream})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, w := haltSetup(t)
 	before, stoppedBefore, cancel := w.halting(context.Background())
 	defer cancel()
 	if err := w.Start(e.ctx); err != nil {
@@ -65,12 +60,7 @@ func TestStopEndsWhatWasArmedBeforeStart(t *testing.T) {
 // ends what reads its halt, as a stop after a Start does: a test's wake
 // armed that way ran until the package's end.
 func TestStopOfAWorkerNeverStartedEndsWhatWasArmed(t *testing.T) {
-	e := raceSetup(t)
-	s := storetest.New(t)
-	w, err := New(Config{Conn: e.js.Conn(), Store: s, Extractor: &extractor.Rules{}, Logger: slog.New(slog.DiscardHandler), Prefix: e.prefix, Stream: e.stream})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, w := haltSetup(t)
 	ctx, stopped, cancel := w.halting(context.Background())
 	defer cancel()
 	for range 2 { // a second Stop is a no-op
@@ -91,12 +81,7 @@ func TestStopOfAWorkerNeverStartedEndsWhatWasArmed(t *testing.T) {
 // after a Start does (none logs or writes after Stop); it returned at
 // once, the wake still running.
 func TestStopOfAWorkerNeverStartedWaitsForItsWakes(t *testing.T) {
-	e := raceSetup(t)
-	s := storetest.New(t)
-	w, err := New(Config{Conn: e.js.Conn(), Store: s, Extractor: &extractor.Rules{}, Logger: slog.New(slog.DiscardHandler), Prefix: e.prefix, Stream: e.stream})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, w := haltSetup(t)
 	// The wake's check of the model server (the dial) holds it until
 	// released.
 	entered, release := make(chan struct{}), make(chan struct{})
@@ -142,4 +127,16 @@ func stopWaitsForWakes(test string) bool {
 		}
 	}
 	return false
+}
+
+// haltSetup returns the test's stream and a worker on the offline rules,
+// not started.
+func haltSetup(t *testing.T) (*raceEnv, *Worker) {
+	t.Helper()
+	e := raceSetup(t)
+	w, err := New(Config{Conn: e.js.Conn(), Store: storetest.New(t), Extractor: &extractor.Rules{}, Logger: slog.New(slog.DiscardHandler), Prefix: e.prefix, Stream: e.stream})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, w
 }
