@@ -915,7 +915,8 @@ func docJobCond(j RiverJobs, arg func(any) string) string {
 // delete met them, a forget of documents held an index job of the user's
 // and waited for a chunk embed job lying before it, which a takeover held
 // while it waited for the index job (40P01,
-// TestTakeOverBesideForgetOfDocumentJobs).
+// TestTakeOverBesideDeletesOfDocumentJobsOfTwoShapes,
+// TestTakeOverBesideForgetOfDocumentJobsOutOfIDOrder).
 func (q *Store) deleteJobsWhere(ctx context.Context, jobs []RiverJobs, use func(RiverJobs) bool, cond func(j RiverJobs, arg func(any) string) string, base ...any) error {
 	args := slices.Clone(base)
 	arg := func(v any) string {

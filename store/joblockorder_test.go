@@ -273,44 +273,6 @@ func TestForgetsOfTwoUsersOfTheSameLegacyJobs(t *testing.T) {
 	}
 }
 
-// A forget of a user's documents (DeleteCollections) deleted the River
-// jobs naming the user's collections shape by shape (index jobs, then
-// chunk embed jobs), each as its delete met them: a dead process ran an
-// embed job of alice's collection, e, lying before an index job of it,
-// i; the takeover locks e, then i, in id order. The third transaction
-// holds i: the forget waits for it; the takeover locks e and waits for
-// i; once i is let go, the forget waits for e.
-func TestTakeOverBesideForgetOfDocumentJobs(t *testing.T) {
-	ctx, s := setup(t)
-	coll := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "notes", DocID: "d", Content: "# Notes\n\nThe boat is blue.\n"}).Collection.ID
-	args := fmt.Sprintf(`{"collection_id": %d, "doc_id": "d"}`, coll)
-	ids := insertJobs(t, ctx, s, `
-		(NULL, 'e', 'memoryd_chunk_embed', 'embed', 'running', '`+args+`'),
-		(NULL, 'i', 'index_document', 'extract', 'running', '`+args+`')`)
-	deadProcess(t, ctx, s)
-	hold, holder := begin(t, s)
-	if _, err := hold.Exec(ctx, `SELECT FROM river_job WHERE id = $1 FOR UPDATE`, ids["i"]); err != nil {
-		t.Fatal(err)
-	}
-	forget, forgot := waitingOn(t, s, holder, "the forget", "the held job", func() error {
-		_, err := s.DeleteCollections(ctx, alice, docJobs...)
-		return err
-	})
-	took := make(chan error, 1)
-	go func() { took <- takeOver(ctx, s, nil) }()
-	blockedByEither(t, s, holder, forget, func() bool { return len(took) > 0 }, "the takeover to wait for the forget or the held job, or finish")
-	if err := hold.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if ferr, terr := <-forgot, <-took; ferr != nil || terr != nil {
-		t.Fatalf("forget of documents: %v; takeover: %v; want both done", ferr, terr)
-	}
-	var left int
-	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM river_job WHERE id = ANY($1)`, []int64{ids["e"], ids["i"]}).Scan(&left); err != nil || left != 0 {
-		t.Fatalf("%d of the collection's jobs left (%v), want none", left, err)
-	}
-}
-
 // The delete of embed jobs of a model no process runs
 // (DeleteOrphanedEmbedJobs, every user's) met them in its plan's order,
 // the table's, and a forget locks its user's jobs in id order: alice's
