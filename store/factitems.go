@@ -515,8 +515,8 @@ func (s *Store) upsertSingles(ctx context.Context, facts []FactWrite) (int, erro
 	// DISTINCT ON keeps one row per key within the batch (the latest),
 	// since ON CONFLICT cannot touch the same row twice in one statement.
 	tag, err := s.db.Exec(ctx, `
-		INSERT INTO facts AS f (user_id, key, value, source_at, event_id, extractor, model, prompt_version, conversation_id, source_seq)
-		SELECT DISTINCT ON (u, k) u, k, v, a, e, x, m, p, cv, sq
+		INSERT INTO facts AS f (user_id, key, value, source_at, event_id, extractor, model, prompt_version, conversation_id, source_seq, updated_at)
+		SELECT DISTINCT ON (u, k) u, k, v, a, e, x, m, p, cv, sq, clock_timestamp()
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[])
 			AS w(u, k, v, a, e, x, m, p, cv, sq)
 		WHERE NOT EXISTS (SELECT FROM fact_clears c WHERE c.user_id = w.u AND c.key = w.k AND c.cleared_at >= w.a)
@@ -524,7 +524,7 @@ func (s *Store) upsertSingles(ctx context.Context, facts []FactWrite) (int, erro
 		ON CONFLICT (user_id, key) DO UPDATE
 		SET value = excluded.value, source_at = excluded.source_at, event_id = excluded.event_id,
 		    conversation_id = excluded.conversation_id, extractor = excluded.extractor, model = excluded.model, prompt_version = excluded.prompt_version,
-		    source_seq = excluded.source_seq, updated_at = now()
+		    source_seq = excluded.source_seq, updated_at = excluded.updated_at
 		WHERE (f.source_at, f.extractor = 'direct', f.source_seq, f.event_id, f.value)
 		    < (excluded.source_at, excluded.extractor = 'direct', excluded.source_seq, excluded.event_id, excluded.value)`,
 		c.users, c.keys, c.values, c.ats, c.events, c.extractors, c.models, c.prompts, c.convs, c.seqs)
@@ -738,12 +738,12 @@ func (s *Store) materialise(ctx context.Context, keys []userKey, causes map[user
 			}
 			b.change(changeOf(causes[k], oldValue, &w.value))
 			b.dml(`
-				INSERT INTO facts AS f (user_id, key, value, source_at, event_id, conversation_id, extractor, model, prompt_version, source_seq)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+				INSERT INTO facts AS f (user_id, key, value, source_at, event_id, conversation_id, extractor, model, prompt_version, source_seq, updated_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, clock_timestamp())
 				ON CONFLICT (user_id, key) DO UPDATE
 				SET value = excluded.value, source_at = excluded.source_at, event_id = excluded.event_id,
 				    conversation_id = excluded.conversation_id, extractor = excluded.extractor, model = excluded.model,
-				    prompt_version = excluded.prompt_version, source_seq = excluded.source_seq, updated_at = now()`,
+				    prompt_version = excluded.prompt_version, source_seq = excluded.source_seq, updated_at = excluded.updated_at`,
 				k.user, k.key, w.value, w.at, w.event, w.conv, w.Extractor, w.Model, w.PromptVersion, w.seq)
 		}
 		b.change("", FactWrite{})

@@ -295,12 +295,12 @@ func (s *Store) SetFact(ctx context.Context, userID, key, value string) (Fact, b
 			return err
 		}
 		rows, err := q.db.Query(ctx, `
-			INSERT INTO facts AS f (user_id, key, value, source_at, event_id, extractor)
-			SELECT $1, $2, $3, $4, '', 'direct'
+			INSERT INTO facts AS f (user_id, key, value, source_at, event_id, extractor, updated_at)
+			SELECT $1, $2, $3, $4, '', 'direct', clock_timestamp()
 			WHERE NOT EXISTS (SELECT FROM fact_clears c WHERE c.user_id = $1 AND c.key = $2 AND c.cleared_at >= $4)
 			ON CONFLICT (user_id, key) DO UPDATE
 			SET value = excluded.value, source_at = greatest(f.source_at, excluded.source_at), event_id = '', source_seq = 0,
-			    conversation_id = '', extractor = 'direct', model = '', prompt_version = '', updated_at = now()
+			    conversation_id = '', extractor = 'direct', model = '', prompt_version = '', updated_at = excluded.updated_at
 			WHERE f.source_at <= excluded.source_at OR f.extractor = 'direct'
 			RETURNING `+factColumns, userID, key, value, at)
 		if err != nil {
