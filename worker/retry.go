@@ -360,7 +360,8 @@ func (v verdict) aloneHold() bool { return v.count == metaAloneHolds }
 //     an ordinary transient failure.
 //   - an unreachable database (dbUnreachable: the job's connection refused,
 //     cut or terminated, the server shutting down or starting, out of
-//     connection slots, 53300, or out of disk space, 53100) while the job's snoozes for it total less
+//     connection slots, 53300, out of disk space, 53100, or taking no
+//     writes, 25006) while the job's snoozes for it total less
 //     than maxDBOutage, as long as they lasted: snooze as for a model
 //     server (dbWait). The turn is not
 //     at fault: before, each such run spent an attempt, and a minute of
@@ -518,7 +519,9 @@ func dbUnreachable(err error) bool {
 		// Not 08P01 (a protocol violation) or 57P04 (the database was
 		// dropped): waiting mends neither.
 		c := pgErr.Code
-		if (strings.HasPrefix(c, "08") && c != "08P01") || (strings.HasPrefix(c, "57P") && c != "57P04") || c == "53300" || store.IsDiskFull(err) {
+		// 25006: the database takes no writes (a standby after a
+		// failover, or set read-only), as ingest's unreachable reads it.
+		if (strings.HasPrefix(c, "08") && c != "08P01") || (strings.HasPrefix(c, "57P") && c != "57P04") || c == "53300" || c == "25006" || store.IsDiskFull(err) {
 			return true
 		}
 		// A connection the server (or a pooler) answered with another

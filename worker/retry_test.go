@@ -233,6 +233,11 @@ func TestOutcome(t *testing.T) {
 			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
 		{name: "db unreachable past its bound", err: &pgconn.PgError{Code: "57P01"}, attempt: 1, metadata: `{"memoryd_db_waits": 9}`,
 			want: plain, wantLabel: outcomeRetry, wantRecord: true},
+		// A database that takes no writes (25006: a standby after a
+		// failover, default_transaction_read_only; an outage soak):
+		// not the turn's either.
+		{name: "db: read-only at the last attempt spends none", err: fmt.Errorf("save: %w", &pgconn.PgError{Code: "25006", Message: "cannot execute INSERT in a read-only transaction"}), attempt: 5,
+			want: snooze, wantSnooze: 2 * time.Second, wantLabel: outcomeDBDown, wantCount: metaDBWaits, wantN: 1},
 		// A full disk (53100 disk_full): Postgres refuses every write
 		// until space is freed, not the turn's (a disk-full walk).
 		{name: "db: disk full at the last attempt spends none", err: fmt.Errorf("insert context: %w", &pgconn.PgError{Code: "53100", Message: `could not extend file "base/16384/16754": No space left on device`}), attempt: 5,
