@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/attribute"
@@ -716,8 +717,12 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 		// wait (held back to one every 30 s, OutageRepeats), later ones
 		// at debug.
 		msg := msgDBUnreachable
-		if store.IsDiskFull(err) {
+		var pgErr *pgconn.PgError
+		switch {
+		case store.IsDiskFull(err):
 			msg = msgDBDiskFull
+		case errors.As(err, &pgErr) && pgErr.Code == "25006":
+			msg = msgDBReadOnly
 		}
 		e.w.logger.Log(ctx, waitLevel(v.n, slog.LevelWarn), msg, "job_id", job.ID, "user_id", userID,
 			"db_waits", v.n, "max_db_outage", b.maxDBOutage.String(), "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
@@ -761,6 +766,10 @@ const msgDBUnreachable = "database unreachable; extraction waiting for it withou
 // msgDBDiskFull is logged instead when Postgres refuses the job's writes
 // for a full disk (SQLSTATE 53100).
 const msgDBDiskFull = "database disk full (Postgres cannot write: free space on its data volume); extraction waiting for it without spending attempts"
+
+// msgDBReadOnly is logged instead when Postgres takes no writes
+// (SQLSTATE 25006).
+const msgDBReadOnly = "database takes no writes (a standby, or default_transaction_read_only); extraction waiting for it without spending attempts"
 
 // msgModelRefuses is logged instead when the server refuses the
 // configuration (a 401, 403 or 404: extractor.IsMisconfigured).
