@@ -175,6 +175,14 @@ func (s *Store) forgetUser(ctx context.Context, userID, token string, through St
 		// while inserting a job for them (retry-failed, a takeover's
 		// replacement, reconcile, the embed sweep) committed while the
 		// deletes above waited for it, after the first pass had looked.
+		// Locked in id order first, as the first pass and a takeover lock
+		// them: deleted as the delete met them, two such jobs a dead
+		// process ran, lying in the table out of id order, were each held
+		// by one of the two while the other waited for it
+		// (TestTakeOverBesideForgetOfJobsInsertedDuringIt).
+		if err := q.lockUserJobs(ctx, riverJobs, userID); err != nil {
+			return err
+		}
 		for _, rj := range riverJobs {
 			n, err := q.deleteUserJobs(ctx, rj, userID)
 			if err != nil {

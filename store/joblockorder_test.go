@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
 )
 
 // A forget deletes the user's River jobs of each shape it is given, and a
@@ -422,4 +423,69 @@ func TestTakeOverBesideDeletesOfDocumentJobsOfTwoShapes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A forget deletes the user's jobs a second time after its turns and
+// memory, for the jobs a transaction it waited for inserted meanwhile
+// (after its first lock of the user's jobs). A dead process ran two such
+// jobs of alice, j1 and j2, lying in the table in the other order than
+// their ids, and a job of bob, m, whose id lies between: the takeover
+// locks j1, then waits for m, which the third transaction holds; the
+// forget, once its held turn is let go, deletes j2 and waits for j1; the
+// takeover, once m is let go, waits for j2.
+func TestTakeOverBesideForgetOfJobsInsertedDuringIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// Five connections at once: the turn's holder has one of its own,
+	// outside the store's pool (storetest.MaxConns).
+	url := storetest.Migrated(t)
+	s := storetest.Unmigrated(t, url)
+	if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "a1", UserID: "alice", UserMessage: "Gate 9", TurnAt: past}}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	turnHold, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	turnHolder := int(conn.PgConn().PID())
+	if _, err := turnHold.Exec(ctx, `SELECT FROM turns WHERE user_id = 'alice' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	var removed store.Removed
+	forget, forgot := waitingOn(t, s, turnHolder, "the forget", "the held turn", func() error {
+		var err error
+		removed, _, err = s.ForgetUser(ctx, "alice", "alice", store.StreamPosition{}, testJobs)
+		return err
+	})
+	ids := insertJobs(t, ctx, s, `
+		(1000002, 'j2', 'test_extract', 'extract', 'running', '{"owner": "alice", "turn_ids": ["a2"]}'),
+		(1000000, 'j1', 'test_extract', 'extract', 'running', '{"owner": "alice", "turn_ids": ["a3"]}'),
+		(1000001, 'm', 'test_extract', 'extract', 'running', '{"owner": "bob", "turn_ids": ["b1"]}')`)
+	deadProcess(t, ctx, s)
+	jobHold, jobHolder := begin(t, s)
+	if _, err := jobHold.Exec(ctx, `SELECT FROM river_job WHERE id = $1 FOR UPDATE`, ids["m"]); err != nil {
+		t.Fatal(err)
+	}
+	takeover, took := waitingOn(t, s, jobHolder, "the takeover", "the held job", func() error { return takeOver(ctx, s, nil) })
+	if err := turnHold.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if blockedBy(t, s, takeover, func() bool { return len(forgot) > 0 }, "the forget to wait for the takeover") != forget {
+		t.Fatalf("the forget did not wait for the takeover: %v", <-forgot)
+	}
+	if err := jobHold.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ferr, terr := <-forgot, <-took; ferr != nil || terr != nil {
+		t.Fatalf("forget: %v; takeover: %v; want both done", ferr, terr)
+	}
+	if removed.Jobs != 2 {
+		t.Errorf("the forget deleted %d jobs, want 2", removed.Jobs)
+	}
+	jobsOfAliceGone(t, ctx, s)
 }

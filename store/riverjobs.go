@@ -106,7 +106,8 @@ func (s *Store) deleteUserJobs(ctx context.Context, jobs RiverJobs, userID strin
 // and with the legacy jobs left to their own statement, a forget held
 // the user's job and waited for a legacy job lying before it
 // (TestTakeOverBesideForgetOfALegacyJob). Call it before the user's turns
-// are deleted: it reads their ids.
+// are deleted: it reads their ids (ForgetUser calls it again after, before
+// its second delete, when only jobs naming the user are left to find).
 func (s *Store) lockUserJobs(ctx context.Context, jobs []RiverJobs, userID string) error {
 	var (
 		cond []string

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -422,27 +424,44 @@ func (s *Store) AddUsage(ctx context.Context, userID, model string, u TokenUsage
 	return s.addUsage(ctx, time.Time{}, userID, model, u)
 }
 
-// AddUsageOn is AddUsage counted towards the spend of day (see SpendOn), in
-// the caller's transaction: run it inside InTx, after LockUsers has said no
-// forget covers the turns the tokens were spent on (AddTurnUsage does both
-// in a transaction of its own).
-func (s *Store) AddUsageOn(ctx context.Context, day time.Time, userID, model string, u TokenUsage) error {
-	return s.addUsage(ctx, day, userID, model, u)
+// AddUsageOn is AddUsage of the tokens spent, by user, counted towards
+// the spend of day (see SpendOn), in the caller's transaction: run it
+// inside InTx, after LockUsers has said no forget covers the turns the
+// tokens were spent on (AddTurnUsage does both in a transaction of its
+// own).
+func (s *Store) AddUsageOn(ctx context.Context, day time.Time, model string, spent map[string]TokenUsage) error {
+	return s.addUsages(ctx, day, model, spent)
 }
 
 func (s *Store) addUsage(ctx context.Context, day time.Time, userID, model string, u TokenUsage) error {
+	return s.addUsages(ctx, day, model, map[string]TokenUsage{userID: u})
+}
+
+// addUsages adds the tokens of model spent, by user: each user's total
+// of the model, in user order, then the day's counts (addDailyUsage).
+func (s *Store) addUsages(ctx context.Context, day time.Time, model string, spent map[string]TokenUsage) error {
+	if len(spent) == 0 {
+		return nil
+	}
+	users := slices.Sorted(maps.Keys(spent))
+	prompt, completion, extractions, tokens := make([]int64, len(users)), make([]int64, len(users)), make([]int64, len(users)), make([]int64, len(users))
+	for i, user := range users {
+		u := spent[user]
+		prompt[i], completion[i], extractions[i], tokens[i] = u.PromptTokens, u.CompletionTokens, u.Extractions, u.PromptTokens+u.CompletionTokens
+	}
 	_, err := s.db.Exec(ctx, `
 		INSERT INTO llm_usage (user_id, model, prompt_tokens, completion_tokens, extractions)
-		VALUES ($1, $2, $3, $4, $5)
+		SELECT w.u, $2, w.p, w.c, w.e FROM unnest($1::text[], $3::bigint[], $4::bigint[], $5::bigint[]) AS w(u, p, c, e)
+		ORDER BY w.u
 		ON CONFLICT (user_id, model) DO UPDATE SET
 			prompt_tokens = llm_usage.prompt_tokens + excluded.prompt_tokens,
 			completion_tokens = llm_usage.completion_tokens + excluded.completion_tokens,
 			extractions = llm_usage.extractions + excluded.extractions`,
-		userID, model, u.PromptTokens, u.CompletionTokens, u.Extractions)
+		users, model, prompt, completion, extractions)
 	if err != nil {
 		return fmt.Errorf("add usage: %w", err)
 	}
-	return s.addDailyUsage(ctx, day, userID, u.PromptTokens+u.CompletionTokens)
+	return s.addDailyUsage(ctx, day, users, tokens)
 }
 
 // Stats returns per-user counts, or totals over all users when userID is "".

@@ -49,31 +49,36 @@ func dailyTotal(day string) string {
 // another's commit.
 const usageShards = 16
 
-// addDailyUsage adds tokens to userID's and to everyone's count of day (by
-// the database's clock when zero). Everyone's count is spread over
-// usageShards rows, the user's shard chosen by a hash of the user, because
+// addDailyUsage adds tokens[i] to users[i]'s and to everyone's count of
+// day (by the database's clock when zero). Everyone's count is spread over
+// usageShards rows, a user's shard chosen by a hash of the user, because
 // every extraction job adds to it in its save transaction and holds the row
-// until it commits; readers sum the shards. The user's row is written
-// before the shard, always in that order, so that concurrent adds of one
-// user each cannot deadlock.
-func (s *Store) addDailyUsage(ctx context.Context, day time.Time, userID string, tokens int64) error {
-	if tokens <= 0 || userID == "" {
-		return nil
-	}
+// until it commits; readers sum the shards. The users' rows are written
+// first, in user order, then their shards, in shard order, whoever calls:
+// written user by user, each with its shard, a save of two users of one
+// shard held the shard while it waited for the second user's row, which
+// a save of that user held while it waited for the shard (40P01,
+// TestAddUsageOfTwoUsersOfAShardBesideAnother).
+func (s *Store) addDailyUsage(ctx context.Context, day time.Time, users []string, tokens []int64) error {
 	var d any // NULL: today by the database's clock
 	if !day.IsZero() {
 		d = Day(day)
 	}
+	// The shards' sum reads every row of mine, so every user's row is
+	// written before the first shard.
 	_, err := s.db.Exec(ctx, `
-		WITH mine AS (
-			INSERT INTO llm_usage_daily AS u (day, user_id, tokens)
-			VALUES (coalesce($1::date, (now() AT TIME ZONE 'UTC')::date), $2, $3)
-			ON CONFLICT (day, user_id) DO UPDATE SET tokens = u.tokens + excluded.tokens
-			RETURNING day
+		WITH w AS (
+			SELECT u, t FROM unnest($2::text[], $3::bigint[]) AS w(u, t) WHERE t > 0 AND u <> ''
+		), mine AS (
+			INSERT INTO llm_usage_daily AS d (day, user_id, tokens)
+			SELECT coalesce($1::date, (now() AT TIME ZONE 'UTC')::date), u, t FROM w ORDER BY u
+			ON CONFLICT (day, user_id) DO UPDATE SET tokens = d.tokens + excluded.tokens
+			RETURNING day, user_id
 		)
 		INSERT INTO llm_usage_daily_shards AS s (day, shard, tokens)
-		SELECT day, hashtext($2) & ($4 - 1), $3 FROM mine
-		ON CONFLICT (day, shard) DO UPDATE SET tokens = s.tokens + excluded.tokens`, d, userID, tokens, usageShards)
+		SELECT m.day, hashtext(w.u) & ($4 - 1), sum(w.t) FROM mine m JOIN w ON w.u = m.user_id
+		GROUP BY 1, 2 ORDER BY 2
+		ON CONFLICT (day, shard) DO UPDATE SET tokens = s.tokens + excluded.tokens`, d, users, tokens, usageShards)
 	if err != nil {
 		return fmt.Errorf("add daily usage: %w", err)
 	}

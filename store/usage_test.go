@@ -118,7 +118,7 @@ func TestDailySpendOfOtherUsersDoesNotWait(t *testing.T) {
 	first := make(chan error, 1)
 	go func() {
 		first <- s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
-			if err := q.AddUsageOn(ctx, day, "alice", "m", store.TokenUsage{PromptTokens: 5, Extractions: 1}); err != nil {
+			if err := q.AddUsageOn(ctx, day, "m", map[string]store.TokenUsage{"alice": {PromptTokens: 5, Extractions: 1}}); err != nil {
 				return err
 			}
 			close(holding)
@@ -131,7 +131,7 @@ func TestDailySpendOfOtherUsersDoesNotWait(t *testing.T) {
 		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '5s'`); err != nil {
 			return err
 		}
-		return q.AddUsageOn(ctx, day, other, "m", store.TokenUsage{PromptTokens: 7, Extractions: 1})
+		return q.AddUsageOn(ctx, day, "m", map[string]store.TokenUsage{other: {PromptTokens: 7, Extractions: 1}})
 	})
 	close(release)
 	if err != nil {

@@ -2,8 +2,6 @@ package worker
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/memoryd/memoryd/events"
@@ -44,15 +42,9 @@ func (u *jobUsage) reset() {
 	}
 }
 
-// addUsage adds spent (by user, from keepRemembered) in q's transaction,
-// users in order so that two transactions never wait on each other's rows.
+// addUsage adds spent (by user, from keepRemembered) in q's transaction.
 func addUsage(ctx context.Context, q *store.Store, model string, day time.Time, spent map[string]store.TokenUsage) error {
-	for _, user := range slices.Sorted(maps.Keys(spent)) {
-		if err := q.AddUsageOn(ctx, day, user, model, spent[user]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return q.AddUsageOn(ctx, day, model, spent)
 }
 
 // flushUsage stores what usage still holds, each call's tokens on their own
