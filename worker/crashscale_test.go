@@ -32,6 +32,19 @@ func TestPoisonTurnCrashLoopAcrossServes(t *testing.T) {
 	// Long enough for the requests sent alone again to overlap across
 	// the serves unless kept apart.
 	srv.answerIn = 500 * time.Millisecond
+	// The first requests are held until both serves' slots are full,
+	// however slowly their jobs start: at load 25, requests were answered
+	// before others began and the 8 were never in flight at once (a CI
+	// run beside helpers).
+	srv.gate = make(chan struct{})
+	opened := false
+	open := func() {
+		if !opened {
+			opened = true
+			close(srv.gate)
+		}
+	}
+	t.Cleanup(open)
 	url := e.store.Pool().Config().ConnString()
 	const procs, slots = 2, 4
 	for p := range procs {
@@ -60,6 +73,7 @@ func TestPoisonTurnCrashLoopAcrossServes(t *testing.T) {
 		n := srv.inFlight.Load()
 		return n >= procs*slots, fmt.Sprint(n, " in flight")
 	})
+	open()
 	e.publish(events.Turn{ID: "poison", UserID: "user-poisoned", UserMessage: "My name is Alice. " + marker})
 	e.waitDone(good + 1)
 	for i := range good {
