@@ -28,3 +28,7 @@ func GateCalls(s *Server, user string) int {
 	}
 	return 0
 }
+
+// SetWriteStall sets how long one write of s's stdio sessions may block
+// (DefaultWriteStall): a test of a client that stops reading waits less.
+func SetWriteStall(s *Server, d time.Duration) { s.writeStall = d }

@@ -211,6 +211,9 @@ type Server struct {
 	now func() time.Time
 	// cutCalls cancels the contexts of Start's tool calls (Stop).
 	cutCalls context.CancelCauseFunc
+	// writeStall is ServeIO's bound on one write (DefaultWriteStall; a
+	// test's own).
+	writeStall time.Duration
 }
 
 // errStopping is the cause of the context of a tool call cut because the
@@ -218,10 +221,10 @@ type Server struct {
 // deadline.
 var errStopping = errors.New("the MCP server is stopping")
 
-// stopGrace bounds how long a stopped stdio session waits for the answers
-// to the calls it cut (each returns as its context ends) before it ends:
-// past it, with a call that does not return or a client that does not read
-// its answers, they are dropped.
+// stopGrace bounds how long a stopped stdio session, or Stop past its
+// deadline, waits for the answers to the calls it cut (each returns as its
+// context ends) to be written: past it, with a call that does not return
+// or a client that does not read its answers, they are dropped.
 const stopGrace = 5 * time.Second
 
 // New checks cfg and returns a server; nothing connects until ServeStdio
@@ -258,7 +261,11 @@ func (s *Server) ServeIO(ctx context.Context, in io.Reader, out io.Writer) error
 	defer cutCalls(errStopping)
 	srv := s.newMCPServer(func(*mcp.RequestExtra) (string, error) { return user, nil }, cut)
 	s.cfg.Logger.Info("mcp serving on stdio", "user_token", events.UserToken(user))
-	rw := newAnswered(in, out, s.cfg.Timeout+10*time.Second)
+	stall := s.writeStall
+	if stall == 0 {
+		stall = DefaultWriteStall
+	}
+	rw := newAnswered(in, out, s.cfg.Timeout+10*time.Second, stall)
 	// The session is not given ctx: the SDK's stop closes the session at
 	// once, which waits for the calls in flight without cancelling them
 	// (a SIGTERM waited out a call's whole --timeout) and then drops their
@@ -278,12 +285,21 @@ func (s *Server) ServeIO(ctx context.Context, in io.Reader, out io.Writer) error
 		grace, cancel := context.WithTimeout(run, stopGrace)
 		defer cancel()
 		rw.settle(grace)
+		// Answers still due past the grace are dropped, those being
+		// written too: a client that stopped reading held the session,
+		// and the process, for good.
+		rw.drop()
 		endRun()
 	}()
 	err := srv.Run(run, &mcp.IOTransport{Reader: rw, Writer: rw})
 	endRun()
 	<-stopped
 	if ctx.Err() == nil {
+		if rw.stalled() {
+			// What ended the session, rather than what the SDK saw
+			// as it closed it (the input closed under its read).
+			return errStalled
+		}
 		return err
 	}
 	if n := rw.unanswered(); n > 0 {
@@ -424,7 +440,9 @@ func (s *Server) Done() <-chan error { return s.done }
 
 // Stop stops the HTTP server: it ends the sessions' GET streams and waits
 // for the tool calls in flight until ctx is done, then cuts those still
-// running (their contexts are cancelled, and their connections closed).
+// running: their contexts are cancelled, each is answered with a tool
+// error saying the server is stopping, and their connections are closed
+// once answered (within stopGrace, 5 s more; past it, at once).
 // Then it closes every session: a session lives on its own, beyond its
 // requests, until it is deleted or idle for Config.SessionTimeout, and a
 // stopped server's would have lived that long (a process embedding the
@@ -443,7 +461,15 @@ func (s *Server) Stop(ctx context.Context) error {
 	if err := s.http.Shutdown(ctx); err != nil {
 		n := s.calls.Load()
 		s.cutCalls(errStopping)
-		_ = s.http.Close()
+		// A cut call answers at once, with a tool error saying the server
+		// is stopping: its connection is closed once that answer is
+		// written, within stopGrace (past it, what is still open is
+		// closed). Closed at once, the call got no answer at all.
+		grace, cancel := context.WithTimeout(context.Background(), stopGrace)
+		defer cancel()
+		if s.http.Shutdown(grace) != nil {
+			_ = s.http.Close()
+		}
 		return fmt.Errorf("agenttools: stop: %d %w: %w", n, ErrCallsCut, err)
 	}
 	return nil

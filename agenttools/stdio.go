@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -49,10 +51,19 @@ type answered struct {
 	// writeMu keeps this reader's answers and the SDK's messages whole
 	// lines apart (the SDK writes each message with one Write).
 	writeMu sync.Mutex
+	// stall bounds one write to out; broken, under writeMu, is why out
+	// takes no more writes (a write stalled, or the session closed during
+	// one).
+	stall      time.Duration
+	broken     error
+	stalledOut atomic.Bool // broken is errStalled, read without writeMu
 
 	closeOnce sync.Once
 	closeErr  error
 	closed    chan struct{} // closed by Close
+
+	dropOnce sync.Once
+	dropped  chan struct{} // closed by drop
 }
 
 // maxCheckedLine bounds the input line answered holds to check: the SDK's
@@ -60,9 +71,20 @@ type answered struct {
 // passed on unchecked, and the SDK ends the session as it would.
 const maxCheckedLine = mcp.DefaultMaxLineLength
 
-func newAnswered(in io.Reader, out io.Writer, limit time.Duration) *answered {
-	return &answered{in: in, out: out, limit: limit, pending: map[string]bool{}, changed: make(chan struct{}),
-		buf: make([]byte, 32<<10), filter: true, closed: make(chan struct{})}
+// DefaultWriteStall is how long one write of a stdio session's output may
+// block (the client reads none of it: the pipe is full) before the
+// session ends.
+const DefaultWriteStall = time.Minute
+
+// errStalled ends a session whose client stopped reading its output.
+var errStalled = errors.New("agenttools: the client read none of its output for too long (its stdout pipe is full): session ended")
+
+// errClosedOutput fails the writes of a closed session.
+var errClosedOutput = errors.New("agenttools: the session ended during a write to its output")
+
+func newAnswered(in io.Reader, out io.Writer, limit, stall time.Duration) *answered {
+	return &answered{in: in, out: out, limit: limit, stall: stall, pending: map[string]bool{}, changed: make(chan struct{}),
+		buf: make([]byte, 32<<10), filter: true, closed: make(chan struct{}), dropped: make(chan struct{})}
 }
 
 func (a *answered) Read(p []byte) (int, error) {
@@ -193,7 +215,7 @@ func (a *answered) answer(id json.RawMessage, code int, msg string) {
 	}
 	a.writeMu.Lock()
 	defer a.writeMu.Unlock()
-	_, _ = a.out.Write(append(b, '\n'))
+	_, _ = a.write(append(b, '\n'))
 }
 
 type rpcErrorResponse struct {
@@ -245,7 +267,7 @@ func (a *answered) unanswered() int {
 
 func (a *answered) Write(p []byte) (int, error) {
 	a.writeMu.Lock()
-	n, err := a.out.Write(p)
+	n, err := a.write(p)
 	a.writeMu.Unlock()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -257,6 +279,54 @@ func (a *answered) Write(p []byte) (int, error) {
 		}
 	})
 	return n, err
+}
+
+// write writes p to the output, under writeMu, and gives up on a write
+// that has not ended within stall, or when the session closes or is
+// stopped (drop): a client
+// that stopped reading (its end of the pipe full, the agent hung or busy
+// elsewhere) blocked the write for good, and with it the session, its
+// stop (SIGTERM: the process never exited) and the end of its input. The
+// write given up on is left to block, on a copy of p; out takes no more
+// writes, and the session ends with the error.
+func (a *answered) write(p []byte) (int, error) {
+	if a.broken != nil {
+		return 0, a.broken
+	}
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	b := bytes.Clone(p)
+	go func() {
+		n, err := a.out.Write(b)
+		done <- result{n, err}
+	}()
+	t := time.NewTimer(a.stall)
+	defer t.Stop()
+	select {
+	case r := <-done:
+		return r.n, r.err
+	case <-t.C:
+		a.broken = errStalled
+		a.stalledOut.Store(true)
+	case <-a.closed:
+		a.broken = errClosedOutput
+	case <-a.dropped:
+		a.broken = errClosedOutput
+	}
+	return 0, a.broken
+}
+
+// stalled reports whether the output stalled (write gave up on it).
+func (a *answered) stalled() bool { return a.stalledOut.Load() }
+
+// drop gives up on the writes blocked now and fails those after: a
+// stopped session closes only once its calls' answers are written, and
+// the SDK closes the output (Close) only after that.
+func (a *answered) drop() {
+	a.dropOnce.Do(func() { close(a.dropped) })
 }
 
 // Close closes the input when it is a Closer (a blocked read of stdin ends

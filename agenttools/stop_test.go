@@ -229,10 +229,12 @@ func TestStdioStopCutsTheCallInFlight(t *testing.T) {
 }
 
 // TestStopCutsTheCallInFlight: Stop past its deadline cancels a tool call
-// still waiting on memoryd, logs it and returns ErrCallsCut. Before, it
-// cut the call's connection, but the call ran on in its session, and
-// closing the sessions waited for it to run out its Timeout: memoryd mcp
-// --listen exited --timeout after SIGTERM, not --shutdown-timeout.
+// still waiting on memoryd, answers it with a tool error saying the server
+// is stopping, logs it and returns ErrCallsCut. Before, it cut the call's
+// connection, but the call ran on in its session, and closing the sessions
+// waited for it to run out its Timeout: memoryd mcp --listen exited
+// --timeout after SIGTERM, not --shutdown-timeout. Then the cut call got
+// no answer at all, its connection closed under it (as stdio's did not).
 func TestStopCutsTheCallInFlight(t *testing.T) {
 	t.Parallel()
 	client, held := heldMemoryd(t)
@@ -245,15 +247,26 @@ func TestStopCutsTheCallInFlight(t *testing.T) {
 	if err := srv.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s := mustConnect(t, "http://"+srv.Addr()+"/", "alice-key")
+	// The SDK's client as an agent has it (its retries): the event stream
+	// the stop ends is not reconnected for a second, and failing that does
+	// not fail the call before.
+	s, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: "http://" + srv.Addr() + "/", HTTPClient: &http.Client{Transport: bearer{"alice-key", http.DefaultTransport}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
 	callCtx, endCall := context.WithCancel(context.Background())
 	defer endCall()
-	called := make(chan struct{})
+	type answer struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	called := make(chan answer, 1)
 	go func() {
-		defer close(called)
-		_, _ = s.CallTool(callCtx, &mcp.CallToolParams{Name: "list_facts", Arguments: map[string]any{}})
+		res, err := s.CallTool(callCtx, &mcp.CallToolParams{Name: "list_facts", Arguments: map[string]any{}})
+		called <- answer{res, err}
 	}()
-	defer func() { endCall(); <-called }()
 	waitHeld(t, held)
 
 	// Its deadline already past: Stop cuts the call at once.
@@ -271,5 +284,18 @@ func TestStopCutsTheCallInFlight(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `"msg":"mcp tool call cut by the stop","tool":"list_facts"`) {
 		t.Errorf("the cut call was not logged:\n%s", logs.String())
+	}
+	var a answer
+	select {
+	case a = <-called:
+	case <-time.After(time.Minute):
+		endCall()
+		a = <-called
+	}
+	switch {
+	case a.err != nil:
+		t.Errorf("the cut call: %v; want a tool error saying the server is stopping", a.err)
+	case !a.res.IsError || !strings.Contains(text(a.res), "stopping") || !strings.Contains(text(a.res), "may or may not have been made"):
+		t.Errorf("the cut call's answer %q (error %v); want a tool error saying the server is stopping and the change may or may not have been made", text(a.res), a.res.IsError)
 	}
 }

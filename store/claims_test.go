@@ -192,3 +192,99 @@ func TestMarkProcessedEndsTheClaim(t *testing.T) {
 		t.Fatalf("%d processed turns still claimed (%v), want none", claimed, err)
 	}
 }
+
+// TestClearProcessedClaims: the claims left on processed turns by releases
+// before MarkProcessed ended them are cleared in batches, a turn another
+// transaction holds skipped rather than waited for (and cleared by a later
+// batch); a turn not processed keeps its job's claim.
+func TestClearProcessedClaims(t *testing.T) {
+	ctx, s := setup(t)
+	burst(t, ctx, s, "old", 5)
+	if turns, err := s.ClaimConversationTurns(ctx, claim(5, "old", "old-0")); err != nil || len(turns) != 5 {
+		t.Fatalf("claimed %d turns (%v), want 5", len(turns), err)
+	}
+	// Processed as an earlier release did: the claim kept.
+	if _, err := s.Pool().Exec(ctx, `UPDATE turns SET status = 'processed', processed_at = now() WHERE conversation_id = 'old'`); err != nil {
+		t.Fatal(err)
+	}
+	burst(t, ctx, s, "live", 2)
+	if turns, err := s.ClaimConversationTurns(ctx, claim(9, "live", "live-0")); err != nil || len(turns) != 2 {
+		t.Fatalf("claimed %d turns (%v), want 2", len(turns), err)
+	}
+	type row struct {
+		by    *int64
+		until *time.Time
+	}
+	read := func() map[string]row {
+		t.Helper()
+		rows, err := s.Pool().Query(ctx, `SELECT event_id, claimed_by, claimed_until FROM turns`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[string]row{}
+		for rows.Next() {
+			var (
+				id string
+				r  row
+			)
+			if err := rows.Scan(&id, &r.by, &r.until); err != nil {
+				t.Fatal(err)
+			}
+			out[id] = r
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	live := read()
+
+	// One stale turn held by another transaction (a forget's lock).
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT FROM turns WHERE event_id = 'old-2' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	var cleared int64
+	for batches := 0; ; batches++ {
+		if batches > 10 {
+			t.Fatal("the batches did not end")
+		}
+		n, err := s.ClearProcessedClaims(ctx, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 2 {
+			t.Fatalf("a batch of 2 cleared %d claims", n)
+		}
+		if n == 0 {
+			break
+		}
+		cleared += n
+	}
+	if cleared != 4 {
+		t.Fatalf("cleared %d claims beside the held turn, want 4", cleared)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.ClearProcessedClaims(ctx, 2); err != nil || n != 1 {
+		t.Fatalf("after the hold: cleared %d (%v), want the held turn's 1", n, err)
+	}
+	got := read()
+	for i := range 5 {
+		if r := got[fmt.Sprintf("old-%d", i)]; r.by != nil || r.until != nil {
+			t.Errorf("processed turn old-%d still claimed (by a job: %v, until %v)", i, r.by != nil, r.until)
+		}
+	}
+	for _, id := range []string{"live-0", "live-1"} {
+		r, was := got[id], live[id]
+		if r.by == nil || *r.by != 9 || r.until == nil || !r.until.Equal(*was.until) {
+			t.Errorf("pending turn %s: claim by %v until %v, want job 9's, unchanged", id, r.by, r.until)
+		}
+	}
+}

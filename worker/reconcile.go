@@ -35,6 +35,9 @@ type ReconcileReport struct {
 	// Failed counts pending turns whose job River discarded after its last
 	// attempt, marked failed.
 	Failed int `json:"failed"`
+	// ClaimsCleared counts the claims left on processed turns by an
+	// earlier release that this run ended (store.ClearProcessedClaims).
+	ClaimsCleared int64 `json:"claims_cleared,omitempty"`
 }
 
 // reconcileBatch bounds one reconcile transaction; reconcileBatches bounds a
@@ -43,6 +46,40 @@ const (
 	reconcileBatch   = 500
 	reconcileBatches = 20
 )
+
+// claimsBatch bounds one statement clearing the claims left on processed
+// turns, claimsBatches a reconcile run's (the rest waits for the next run,
+// a minute later by default: 100,000 turns a run).
+const (
+	claimsBatch   = 5000
+	claimsBatches = 20
+)
+
+// clearProcessedClaims ends the claims an earlier release left on
+// processed turns (store.ClearProcessedClaims), in batches, until none is
+// left or the run's share is done; it returns how many it ended. Best
+// effort: an error is logged, and the next run goes on. It runs on every
+// reconcile, not once: during a rolling upgrade the processes of the
+// earlier release leave more, and once none is left a batch finds none
+// through the claims' index, which holds only the claims of jobs running.
+func (w *Worker) clearProcessedClaims(ctx context.Context) int64 {
+	var cleared int64
+	for range claimsBatches {
+		n, err := w.cfg.Store.ClearProcessedClaims(ctx, claimsBatch)
+		if err != nil {
+			w.logger.Warn("cannot clear the claims left on processed turns; the next reconcile retries", "error", err)
+			break
+		}
+		cleared += n
+		if n < claimsBatch {
+			break
+		}
+	}
+	if cleared > 0 {
+		w.logger.Info("cleared the claims an earlier release left on processed turns", "turns", cleared)
+	}
+	return cleared
+}
 
 type reconcileWorker struct {
 	river.WorkerDefaults[ReconcileArgs]
@@ -54,6 +91,7 @@ func (r *reconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs])
 	if err != nil {
 		return err
 	}
+	rep.ClaimsCleared = r.w.clearProcessedClaims(ctx)
 	r.w.dropOldSpend(ctx)
 	r.w.finishStaleForgets(ctx)
 	// Copies of exports abandoned part-way (store.SpoolTTL): they hold a

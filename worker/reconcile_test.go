@@ -1,8 +1,10 @@
 package worker_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/store"
@@ -51,5 +53,33 @@ func TestReconcileSettlesTurnsWithoutAJob(t *testing.T) {
 	e.waitFor("the retried turn processed", func() (bool, string) {
 		s := e.turnStatus("discarded").Status
 		return s == store.StatusProcessed, s
+	})
+}
+
+// TestReconcileClearsClaimsLeftOnProcessedTurns: the claims a release
+// before MarkProcessed ended them left on processed turns are cleared by
+// the reconcile (on start, then every minute), so that a forget of their
+// user no longer locks each of them. Before, they stayed until the turns
+// were deleted. (A turn not processed keeping its claim:
+// store.TestClearProcessedClaims.)
+func TestReconcileClearsClaimsLeftOnProcessedTurns(t *testing.T) {
+	e := setup(t)
+	var turns []store.Turn
+	for i := range 3 {
+		turns = append(turns, store.Turn{EventID: fmt.Sprintf("old-%d", i), UserID: "dan", ConversationID: "c",
+			UserMessage: "hi", TurnAt: time.Now().Add(time.Duration(i-10) * time.Minute)})
+	}
+	if _, err := e.store.InsertTurns(e.ctx, turns); err != nil {
+		t.Fatal(err)
+	}
+	// As an earlier release left them: processed, still claimed.
+	e.exec(`UPDATE turns SET status = 'processed', processed_at = now(), claimed_by = 5, claimed_until = now() + interval '1 hour'`)
+	e.start(extractor.NewRules(), nil)
+	e.waitFor("the processed turns' claims cleared", func() (bool, string) {
+		var n int
+		if err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM turns WHERE claimed_by IS NOT NULL OR claimed_until IS NOT NULL`).Scan(&n); err != nil {
+			return false, err.Error()
+		}
+		return n == 0, fmt.Sprintf("%d turns claimed", n)
 	})
 }

@@ -87,6 +87,7 @@ func pooledOn(ctx context.Context) bool {
 			cfg, err := pgxpool.ParseConfig(BaseURL())
 			if err == nil {
 				cfg.MaxConns = 2
+				checkClient(cfg)
 				// Most of its statements name a schema: not worth keeping.
 				cfg.ConnConfig.StatementCacheCapacity = 32
 				poolSetup.admin, err = pgxpool.NewWithConfig(ctx, cfg)
@@ -161,6 +162,7 @@ func migrate(ctx context.Context, url string) error {
 		return err
 	}
 	cfg.MaxConns = MaxConns
+	checkClient(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return err

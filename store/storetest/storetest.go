@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -232,6 +233,7 @@ func Unmigrated(t testing.TB, url string) *store.Store {
 		t.Fatalf("storetest: %v", err)
 	}
 	cfg.MaxConns = MaxConns
+	checkClient(cfg)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("storetest: %v", err)
@@ -281,4 +283,46 @@ func EnsureDatabase(ctx context.Context, url string) error {
 	}
 	ensured.Store(url, struct{}{})
 	return nil
+}
+
+// clientCheckInterval is how often Postgres checks, while a statement of a
+// test's pool runs, that the test process is still connected.
+const clientCheckInterval = "2s"
+
+// checkClient sets client_connection_check_interval (Postgres 14 and
+// later) on cfg's new connections, unless the URL sets it (its own
+// parameter, or options=-c). Without it, a statement of a test binary that
+// died mid-way (go test's -timeout, a ^C, a SIGKILL), a lock wait or a long
+// statement, runs or waits on with its locks after its process is gone: an
+// idle backend sees its client leave at once, a busy one only when it
+// next writes to it. The next run's sweep of the dead process's schema
+// (preparePool) then waits for those locks, a minute, before every test
+// of that run, and leaves the schema behind. A SET after connecting, not
+// a startup parameter, which an older server refuses.
+func checkClient(cfg *pgxpool.Config) {
+	rp := cfg.ConnConfig.RuntimeParams
+	if _, ok := rp["client_connection_check_interval"]; ok || strings.Contains(rp["options"], "client_connection_check_interval") {
+		return
+	}
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		if serverMajor(conn.PgConn()) < 14 {
+			return nil
+		}
+		if _, err := conn.PgConn().Exec(ctx, "SET client_connection_check_interval = '"+clientCheckInterval+"'").ReadAll(); err != nil {
+			return fmt.Errorf("storetest: set client_connection_check_interval: %w", err)
+		}
+		return nil
+	}
+}
+
+// serverMajor is the server's major version, from the server_version it
+// reports when connecting ("15.8 (Debian 15.8-1)"); 0 when unreadable.
+func serverMajor(pc *pgconn.PgConn) int {
+	v := pc.ParameterStatus("server_version")
+	end := strings.IndexFunc(v, func(r rune) bool { return r < '0' || r > '9' })
+	if end >= 0 {
+		v = v[:end]
+	}
+	major, _ := strconv.Atoi(v)
+	return major
 }
