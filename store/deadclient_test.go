@@ -1,14 +1,11 @@
 package store_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,37 +38,10 @@ func TestStatementOfADeadClientEnds(t *testing.T) {
 	}
 	t.Parallel()
 	ctx := context.Background()
-	skipBefore14(t)
+	storetest.SkipBefore14(t)
 	_, url := storetest.Schema(t)
-	child := exec.Command(os.Args[0], "-test.run=^TestStatementOfADeadClientEnds$")
-	child.Env = append(os.Environ(), deadClientURL+"="+url)
-	child.Stderr = os.Stderr
-	out, err := child.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := false
-	defer func() {
-		if !killed {
-			_ = child.Process.Kill()
-			_ = child.Wait()
-		}
-	}()
 	// The child prints its backend's pid, then runs the statement.
-	var pid int
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if p, ok := strings.CutPrefix(sc.Text(), "backend "); ok {
-			pid, _ = strconv.Atoi(p)
-			break
-		}
-	}
-	if pid == 0 {
-		t.Fatalf("the child printed no backend pid (%v)", sc.Err())
-	}
+	pid, kill := storetest.StartChild(t, "TestStatementOfADeadClientEnds", deadClientURL+"="+url)
 	admin, err := pgx.Connect(ctx, storetest.BaseURL())
 	if err != nil {
 		t.Fatal(err)
@@ -92,11 +62,7 @@ func TestStatementOfADeadClientEnds(t *testing.T) {
 		q := running()
 		return strings.Contains(q, "pg_sleep"), q
 	})
-	if err := child.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = child.Wait()
-	killed = true
+	kill()
 	eventstest.Eventually(t, "the killed client's statement ended by the server", time.Minute, func() (bool, string) {
 		q := running()
 		return q == "", fmt.Sprintf("backend %d still runs %q", pid, q)
@@ -117,7 +83,7 @@ func runDeadClient(url string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	fmt.Printf("backend %d\n", conn.Conn().PgConn().PID())
+	storetest.PrintBackend(conn.Conn())
 	_, err = conn.Exec(ctx, "BEGIN; SELECT pg_advisory_xact_lock(7171); SELECT pg_sleep(600); COMMIT")
 	fmt.Fprintln(os.Stderr, "the statement ended:", err)
 	os.Exit(1)
@@ -132,7 +98,7 @@ func runDeadClient(url string) {
 func TestClientCheckIntervalSetUnlessSetBefore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	skipBefore14(t)
+	storetest.SkipBefore14(t)
 	_, base := storetest.Schema(t)
 	options := func(o string) string { return "&options=" + strings.ReplaceAll(url.QueryEscape(o), "+", "%20") }
 	for _, tc := range []struct{ extra, want string }{
@@ -170,24 +136,5 @@ func TestClientCheckIntervalSetUnlessSetBefore(t *testing.T) {
 		if got[0] != tc.want || got[1] != tc.want {
 			t.Errorf("URL ...%s: client_connection_check_interval %v, want %s on both connections", tc.extra, got, tc.want)
 		}
-	}
-}
-
-// skipBefore14 skips a test of client_connection_check_interval on a
-// server older than Postgres 14, which has no such setting.
-func skipBefore14(t *testing.T) {
-	t.Helper()
-	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, storetest.BaseURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	var version int
-	if err := admin.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
-		t.Fatal(err)
-	}
-	if version < 140000 {
-		t.Skipf("Postgres %d has no client_connection_check_interval", version)
 	}
 }

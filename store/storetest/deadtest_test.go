@@ -1,13 +1,10 @@
 package storetest_test
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,19 +35,13 @@ func TestLockWaitOfADeadTestEnds(t *testing.T) {
 	}
 	t.Parallel()
 	ctx := context.Background()
+	storetest.SkipBefore14(t)
 	schema, url := storetest.Schema(t)
 	admin, err := pgx.Connect(ctx, storetest.BaseURL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Close(ctx)
-	var version int
-	if err := admin.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
-		t.Fatal(err)
-	}
-	if version < 140000 {
-		t.Skipf("Postgres %d has no client_connection_check_interval", version)
-	}
 	table := pgx.Identifier{schema, "held"}.Sanitize()
 	if _, err := admin.Exec(ctx, "CREATE TABLE "+table+" (x int)"); err != nil {
 		t.Fatal(err)
@@ -62,34 +53,7 @@ func TestLockWaitOfADeadTestEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	child := exec.Command(os.Args[0], "-test.run=^TestLockWaitOfADeadTestEnds$")
-	child.Env = append(os.Environ(), deadTestEnv+"="+url+" "+strconv.FormatInt(key, 10))
-	child.Stderr = os.Stderr
-	out, err := child.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := false
-	defer func() {
-		if !killed {
-			_ = child.Process.Kill()
-			_ = child.Wait()
-		}
-	}()
-	var pid int
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if p, ok := strings.CutPrefix(sc.Text(), "backend "); ok {
-			pid, _ = strconv.Atoi(p)
-			break
-		}
-	}
-	if pid == 0 {
-		t.Fatalf("the child printed no backend pid (%v)", sc.Err())
-	}
+	pid, kill := storetest.StartChild(t, "TestLockWaitOfADeadTestEnds", deadTestEnv+"="+url+" "+strconv.FormatInt(key, 10))
 	eventstest.Eventually(t, "the child waiting on the advisory lock", 30*time.Second, func() (bool, string) {
 		var wait string
 		err := admin.QueryRow(ctx, `SELECT coalesce(wait_event_type || '/' || wait_event, state) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&wait)
@@ -98,11 +62,7 @@ func TestLockWaitOfADeadTestEnds(t *testing.T) {
 		}
 		return wait == "Lock/advisory", wait
 	})
-	if err := child.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = child.Wait()
-	killed = true
+	kill()
 
 	// The advisory lock stays held: only the server's check of the dead
 	// client ends the child's wait.
@@ -131,7 +91,7 @@ func runDeadTest(t *testing.T, v string) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	fmt.Printf("backend %d\n", conn.Conn().PgConn().PID())
+	storetest.PrintBackend(conn.Conn())
 	_, err = conn.Exec(ctx, "BEGIN; LOCK TABLE held IN ACCESS SHARE MODE; SELECT pg_advisory_xact_lock("+key+"); COMMIT")
 	t.Fatalf("the wait ended: %v", err)
 }
