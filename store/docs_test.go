@@ -894,10 +894,30 @@ func TestDeleteDocumentsBeforeKeepsWhatEachBatchDeleted(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM documents WHERE doc_id = 'e' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	budget, cancel := context.WithTimeout(store.WithDeleteBatch(ctx, 2), 2*time.Second)
-	n, err := s.DeleteDocumentsBefore(budget, "alice", forgotten)
+	var holder int
+	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
+	// The budget ends once the third batch waits for e, not at a time:
+	// a stall of the first two batches past a 2 s budget (they take
+	// 0.2-0.4 s under -race at load 20) left 2 deleted, not 4.
+	budget, cancel := context.WithCancel(store.WithDeleteBatch(ctx, 2))
+	type deleted struct {
+		n   int64
+		err error
+	}
+	del := make(chan deleted, 1)
+	go func() {
+		n, err := s.DeleteDocumentsBefore(budget, "alice", forgotten)
+		del <- deleted{n, err}
+	}()
+	if blockedBy(t, s, holder, func() bool { return len(del) > 0 }, "the third batch to wait for e") == 0 {
+		d := <-del
+		t.Fatalf("deleted %d, %v without waiting for e", d.n, d.err)
+	}
 	cancel()
-	if err == nil || n != 4 {
+	d := <-del
+	if n, err := d.n, d.err; err == nil || n != 4 {
 		t.Fatalf("deleted %d, %v; want 4 and the budget's end", n, err)
 	}
 	if docs, _, err := s.ListDocuments(ctx, alice, "kb", "", 10); err != nil || len(docs) != 1 || docs[0].DocID != "e" {

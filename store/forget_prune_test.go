@@ -68,9 +68,23 @@ func TestForgetBesidePrune(t *testing.T) {
 		_, err := s.DeleteOldestContext(context.Background(), 1)
 		pruned <- err
 	}()
-	// The prune either holds the oldest item and waits in its trigger, or
-	// is done; give it the time to get there.
-	time.Sleep(500 * time.Millisecond)
+	// The prune either holds the oldest item and waits for the forget (a
+	// backend blocked by the one hold blocks), or is done: either way the
+	// two have met before hold lets the forget go on.
+	eventstest.Eventually(t, "the prune done or waiting for the forget", 30*time.Second, func() (bool, string) {
+		select {
+		case err := <-pruned:
+			pruned <- err
+			return true, ""
+		default:
+		}
+		var n int
+		if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity w WHERE EXISTS (
+			SELECT FROM pg_stat_activity f WHERE $1 = ANY(pg_blocking_pids(f.pid)) AND f.pid = ANY(pg_blocking_pids(w.pid)))`, holder).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n > 0, fmt.Sprint(n, " waiting for the forget")
+	})
 	if err := hold.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -133,7 +133,10 @@ func (u *unsavedResults) trim(now time.Time) {
 		}
 		drop++
 	}
-	u.order = append(u.order[:0], u.order[drop:]...)
+	// A reslice, not a copy to the front: a copy moved every slot at
+	// every keep (TestUnsavedResultsBound took 23-44 s under -race). The
+	// dropped slots' memory goes when an append outgrows the array.
+	u.order = u.order[drop:]
 	if len(u.order) > 2*maxUnsaved {
 		// Slots of results taken pile up behind an old one still held.
 		live := u.order[:0]
