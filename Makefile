@@ -44,6 +44,7 @@ demo: services
 ## CPU while the tests ran after a change to store/, perf, 2026-12-05)
 test: testservices testdeps vet tools
 	$(GO) run ./scripts/testdb
+	$(GO) run ./scripts/testnats
 	$(GO) run ./scripts/testprogress $(TESTFLAGS) -vet=off $(TESTPKGS)
 
 ## toolstest: the tools module's tests, on the test servers: memeval's
@@ -60,6 +61,7 @@ toolstest: testservices
 ## systest: only the system tests (real memoryd processes, fault injection, the documented commands)
 systest: testservices testdeps
 	$(GO) run ./scripts/testdb
+	$(GO) run ./scripts/testnats
 	$(GO) run ./scripts/testprogress $(TESTFLAGS) ./systest/
 
 ## serve: run the service on the defaults
