@@ -54,11 +54,14 @@ type crashingServer struct {
 	// answerIn is how long an answer takes: 100ms when 0.
 	answerIn time.Duration
 	// gate, when set, holds every request to be answered (not a crashing
-	// one) until it is closed.
-	gate     chan struct{}
-	bodies   []string     // of the requests answered, under mu
-	cut      atomic.Int64 // other requests in flight at a crash
-	inFlight atomic.Int64
+	// one) until it is closed; with holdFirst above 0, only the first
+	// holdFirst of them.
+	gate      chan struct{}
+	holdFirst int64
+	held      atomic.Int64
+	bodies    []string     // of the requests answered, under mu
+	cut       atomic.Int64 // other requests in flight at a crash
+	inFlight  atomic.Int64
 }
 
 func newCrashingServer(t testing.TB, poison string, downFor time.Duration) *crashingServer {
@@ -100,7 +103,7 @@ func (s *crashingServer) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
-	if s.gate != nil {
+	if s.gate != nil && (s.holdFirst == 0 || s.held.Add(1) <= s.holdFirst) {
 		<-s.gate
 	}
 	// A model's work, so that requests are in flight when one crashes it.

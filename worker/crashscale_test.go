@@ -29,14 +29,18 @@ func TestPoisonTurnCrashLoopAcrossServes(t *testing.T) {
 	e := setup(t)
 	const marker = "ZZ-CRASH-THE-RUNNER-ZZ"
 	srv := newCrashingServer(t, marker, 200*time.Millisecond)
+	const procs, slots = 2, 4
 	// Long enough for the requests sent alone again to overlap across
 	// the serves unless kept apart.
 	srv.answerIn = 500 * time.Millisecond
-	// The first requests are held until both serves' slots are full,
-	// however slowly their jobs start: at load 25, requests were answered
-	// before others began and the 8 were never in flight at once (a CI
-	// run beside helpers).
+	// The first requests, one short of both serves' slots, are held
+	// until the poison turn's crash, so that it cuts requests of both
+	// however slowly jobs start: at load 25, requests were answered before
+	// others began, the 8 were never in flight at once (a CI run beside
+	// helpers), and the crash could cut none. The slot left free runs the
+	// other turns, one at a time, then the poison turn.
 	srv.gate = make(chan struct{})
+	srv.holdFirst = procs*slots - 1
 	opened := false
 	open := func() {
 		if !opened {
@@ -46,7 +50,6 @@ func TestPoisonTurnCrashLoopAcrossServes(t *testing.T) {
 	}
 	t.Cleanup(open)
 	url := e.store.Pool().Config().ConnString()
-	const procs, slots = 2, 4
 	for p := range procs {
 		llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake", MaxConcurrency: slots})
 		if err != nil {
@@ -71,10 +74,14 @@ func TestPoisonTurnCrashLoopAcrossServes(t *testing.T) {
 	// which its crash cuts.
 	e.waitFor("both serves' requests in flight", func() (bool, string) {
 		n := srv.inFlight.Load()
-		return n >= procs*slots, fmt.Sprint(n, " in flight")
+		return n >= procs*slots-1, fmt.Sprint(n, " in flight")
+	})
+	e.publish(events.Turn{ID: "poison", UserID: "user-poisoned", UserMessage: "My name is Alice. " + marker})
+	e.waitFor("the poison turn's crash", func() (bool, string) {
+		n := srv.poisonSent.Load()
+		return n >= 1, fmt.Sprint(n, " poison requests")
 	})
 	open()
-	e.publish(events.Turn{ID: "poison", UserID: "user-poisoned", UserMessage: "My name is Alice. " + marker})
 	e.waitDone(good + 1)
 	for i := range good {
 		turn, err := e.store.GetTurn(e.ctx, fmt.Sprint("user-", i), fmt.Sprint("t", i))
@@ -94,6 +101,9 @@ func TestPoisonTurnCrashLoopAcrossServes(t *testing.T) {
 	}
 	if n := srv.poisonSent.Load(); n != 2 {
 		t.Errorf("poison turn sent %d times, each a crash; want 2", n)
+	}
+	if n := srv.cut.Load(); n < procs*slots-1 {
+		t.Errorf("the crashes cut %d requests; want at least the %d held in flight", n, procs*slots-1)
 	}
 	t.Logf("requests cut by the crashes: %d, answered: %d", srv.cut.Load(), srv.answered.Load())
 }

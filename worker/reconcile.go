@@ -67,7 +67,9 @@ func (w *Worker) clearProcessedClaims(ctx context.Context) int64 {
 	for range claimsBatches {
 		n, err := w.cfg.Store.ClearProcessedClaims(ctx, claimsBatch)
 		if err != nil {
-			w.logger.Warn("cannot clear the claims left on processed turns; the next reconcile retries", "error", err)
+			if ctx.Err() == nil { // not a stop cutting the run
+				w.logger.Warn("cannot clear the claims left on processed turns; the next reconcile retries", "error", err)
+			}
 			break
 		}
 		cleared += n
