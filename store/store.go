@@ -605,6 +605,15 @@ func IsDiskFull(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "53100"
 }
 
+// IsReadOnly reports whether err is Postgres refusing a write because the
+// database takes none (SQLSTATE 25006 read_only_sql_transaction: a
+// standby after a failover, or default_transaction_read_only): every write
+// fails until it takes writes again, while reads go on.
+func IsReadOnly(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "25006"
+}
+
 // IsUnavailable reports whether err may pass once the database answers
 // again: any error that is not Postgres refusing the statement itself (a
 // failed connection, a timeout), or one of the classes that say the

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/attribute"
@@ -717,11 +716,10 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 		// wait (held back to one every 30 s, OutageRepeats), later ones
 		// at debug.
 		msg := msgDBUnreachable
-		var pgErr *pgconn.PgError
 		switch {
 		case store.IsDiskFull(err):
 			msg = msgDBDiskFull
-		case errors.As(err, &pgErr) && pgErr.Code == "25006":
+		case store.IsReadOnly(err):
 			msg = msgDBReadOnly
 		}
 		e.w.logger.Log(ctx, waitLevel(v.n, slog.LevelWarn), msg, "job_id", job.ID, "user_id", userID,

@@ -28,12 +28,7 @@ func TestStopEndsWhatWasArmedBeforeStart(t *testing.T) {
 	if err := w.Stop(e.ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventstest.Eventually(t, "the context taken before Start to end with Stop", 30*time.Second, func() (bool, string) {
-		return before.Err() != nil, ""
-	})
-	if !stoppedBefore() {
-		t.Fatalf("the context taken before Start ended with %v, want Stop's", context.Cause(before))
-	}
+	waitEndedByStop(t, before, "the context taken before Start", stoppedBefore)
 
 	// And a second run's Stop ends what was taken after the first Stop.
 	if err := w.Start(e.ctx); err != nil {
@@ -47,12 +42,7 @@ func TestStopEndsWhatWasArmedBeforeStart(t *testing.T) {
 	if err := w.Stop(e.ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventstest.Eventually(t, "the context taken in the second run to end with its Stop", 30*time.Second, func() (bool, string) {
-		return during.Err() != nil, ""
-	})
-	if !stoppedDuring() {
-		t.Fatalf("the second run's context ended with %v, want Stop's", context.Cause(during))
-	}
+	waitEndedByStop(t, during, "the context taken in the second run", stoppedDuring)
 }
 
 // TestStopOfAWorkerNeverStartedEndsWhatWasArmed: a worker made and
@@ -68,12 +58,7 @@ func TestStopOfAWorkerNeverStartedEndsWhatWasArmed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventstest.Eventually(t, "the context to end with Stop", 30*time.Second, func() (bool, string) {
-		return ctx.Err() != nil, ""
-	})
-	if !stopped() {
-		t.Fatalf("the context ended with %v, want Stop's", context.Cause(ctx))
-	}
+	waitEndedByStop(t, ctx, "the context", stopped)
 }
 
 // TestStopOfAWorkerNeverStartedWaitsForItsWakes: a Stop of a worker never
@@ -139,4 +124,16 @@ func haltSetup(t *testing.T) (*raceEnv, *Worker) {
 		t.Fatal(err)
 	}
 	return e, w
+}
+
+// waitEndedByStop waits until ctx, taken from the worker's halting, ends,
+// and fails the test unless its Stop ended it (stopped, from halting).
+func waitEndedByStop(t *testing.T, ctx context.Context, what string, stopped func() bool) {
+	t.Helper()
+	eventstest.Eventually(t, what+" to end with Stop", 30*time.Second, func() (bool, string) {
+		return ctx.Err() != nil, ""
+	})
+	if !stopped() {
+		t.Fatalf("%s ended with %v, want Stop's", what, context.Cause(ctx))
+	}
 }

@@ -208,7 +208,7 @@ func unreachable(err error) bool {
 	// probed as an outage, so that ingest resumes within a second of it
 	// taking writes again instead of after its doubled backoff (up to
 	// 30 s; a dependency walk).
-	return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P") || pgErr.Code == "25006"
+	return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P") || store.IsReadOnly(err)
 }
 
 // ingest records one batch. It returns an error only when the batch could not

@@ -519,9 +519,9 @@ func dbUnreachable(err error) bool {
 		// Not 08P01 (a protocol violation) or 57P04 (the database was
 		// dropped): waiting mends neither.
 		c := pgErr.Code
-		// 25006: the database takes no writes (a standby after a
-		// failover, or set read-only), as ingest's unreachable reads it.
-		if (strings.HasPrefix(c, "08") && c != "08P01") || (strings.HasPrefix(c, "57P") && c != "57P04") || c == "53300" || c == "25006" || store.IsDiskFull(err) {
+		// A database that takes no writes (a standby after a failover,
+		// or set read-only), as ingest's unreachable reads it.
+		if (strings.HasPrefix(c, "08") && c != "08P01") || (strings.HasPrefix(c, "57P") && c != "57P04") || c == "53300" || store.IsReadOnly(err) || store.IsDiskFull(err) {
 			return true
 		}
 		// A connection the server (or a pooler) answered with another
