@@ -22,7 +22,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -204,9 +203,8 @@ type Server struct {
 	// sessions is the MCP server behind Start's handler: Stop closes its
 	// sessions, whose idle timers and state outlived the HTTP server.
 	sessions *mcp.Server
-	// calls are the HTTP requests in flight other than the sessions' GET
-	// streams, counted for Stop's error.
-	calls atomic.Int64
+	// flight tracks Start's requests in flight by session, for Stop.
+	flight *inFlight
 	// now is the sessions cap's clock (time.Now; a test's own).
 	now func() time.Time
 	// cutCalls cancels the contexts of Start's tool calls (Stop).
@@ -415,14 +413,8 @@ func (s *Server) Start(ctx context.Context) error {
 	s.cutCalls = cutCalls
 	s.addr = ln.Addr().String()
 	s.sessions = sessions
-	// An agent's session holds a GET stream open for as long as it lives
-	// (the SDK's client and most agents open one): no request in flight,
-	// so it ends as Stop begins instead of holding Stop to its deadline
-	// (every stop with an agent connected took --shutdown-timeout and
-	// failed).
-	streams, endStreams := context.WithCancel(context.Background())
-	s.http = &http.Server{Handler: endOnShutdown(h, streams, &s.calls), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: clientIdle, ErrorLog: httperrlog.New(s.cfg.Logger)}
-	s.http.RegisterOnShutdown(endStreams)
+	s.flight = &inFlight{sessions: map[string]*sessionFlight{}}
+	s.http = &http.Server{Handler: s.flight.wrap(h), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: clientIdle, ErrorLog: httperrlog.New(s.cfg.Logger)}
 	s.done = make(chan error, 1)
 	go func() { s.done <- s.http.Serve(ln) }()
 	s.cfg.Logger.Info("mcp serving streamable HTTP", "addr", s.addr)
@@ -438,11 +430,13 @@ func (s *Server) Addr() string {
 // itself, http.ErrServerClosed after Stop; nil before Start.
 func (s *Server) Done() <-chan error { return s.done }
 
-// Stop stops the HTTP server: it ends the sessions' GET streams and waits
-// for the tool calls in flight until ctx is done, then cuts those still
-// running: their contexts are cancelled, each is answered with a tool
-// error saying the server is stopping, and their connections are closed
-// once answered (within stopGrace, 5 s more; past it, at once).
+// Stop stops the HTTP server: it takes no new requests and waits for the
+// tool calls in flight until ctx is done, then cuts those still running:
+// their contexts are cancelled, each is answered with a tool error saying
+// the server is stopping, and their connections are closed once answered
+// (within stopGrace, 5 s more; past it, at once). A session's GET stream
+// (its event stream) ends as soon as the session has no request in
+// flight, at once for an idle one, and when the calls are cut.
 // Then it closes every session: a session lives on its own, beyond its
 // requests, until it is deleted or idle for Config.SessionTimeout, and a
 // stopped server's would have lived that long (a process embedding the
@@ -458,9 +452,11 @@ func (s *Server) Stop(ctx context.Context) error {
 	// cancels it (a stop past --shutdown-timeout waited out the call's
 	// --timeout).
 	defer s.cutCalls(errStopping)
+	s.flight.stop()
 	if err := s.http.Shutdown(ctx); err != nil {
-		n := s.calls.Load()
+		n := s.flight.count()
 		s.cutCalls(errStopping)
+		s.flight.cut()
 		// A cut call answers at once, with a tool error saying the server
 		// is stopping: its connection is closed once that answer is
 		// written, within stopGrace (past it, what is still open is
@@ -479,22 +475,118 @@ func (s *Server) Stop(ctx context.Context) error {
 // deadline (memoryd mcp logs it and exits 0, as serve does).
 var ErrCallsCut = errors.New("tool calls still in flight were cut")
 
-// endOnShutdown gives h's GET requests (the sessions' event streams) a
-// context that ends with streams as well as with the request.
-// The other requests (tool calls and the rest) are counted in calls.
-func endOnShutdown(h http.Handler, streams context.Context, calls *atomic.Int64) http.Handler {
+// inFlight counts each session's HTTP requests in flight (by their
+// Mcp-Session-Id; those without one count as one more session) so that
+// Stop ends a session's GET stream (its event stream) once the stop began
+// and the session has no other request in flight. The stream is a request
+// that never ends by itself (the SDK's client and most agents hold one
+// open), so it must end for the stop to; but the Go SDK's client fails its
+// session, and the calls in flight with it, once it cannot reconnect an
+// ended stream (13 to 26 s, against the closed listener), so a session
+// with a call in flight keeps its stream until its calls end or are cut.
+type inFlight struct {
+	mu       sync.Mutex
+	stopping bool
+	calls    int // requests in flight other than GET, for Stop's error
+	sessions map[string]*sessionFlight
+}
+
+// sessionFlight is one session's requests in flight; end ends its GET
+// streams. It is dropped once none is in flight.
+type sessionFlight struct {
+	calls, streams int
+	end            context.Context
+	endStreams     context.CancelFunc
+}
+
+// wrap gives h's GET requests a context that also ends with their
+// session's streams, and counts the others.
+func (f *inFlight) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet {
+		sid := r.Header.Get("Mcp-Session-Id")
+		stream := r.Method == http.MethodGet
+		end := f.begin(sid, stream)
+		defer f.finish(sid, stream)
+		if stream {
 			ctx, cancel := context.WithCancel(r.Context())
 			defer cancel()
-			defer context.AfterFunc(streams, cancel)()
+			defer context.AfterFunc(end, cancel)()
 			r = r.WithContext(ctx)
-		} else {
-			calls.Add(1)
-			defer calls.Add(-1)
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// begin records a request of session sid and returns the context that
+// ends the session's streams.
+func (f *inFlight) begin(sid string, stream bool) context.Context {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sf := f.sessions[sid]
+	if sf == nil {
+		sf = &sessionFlight{}
+		sf.end, sf.endStreams = context.WithCancel(context.Background())
+		f.sessions[sid] = sf
+	}
+	if stream {
+		sf.streams++
+		if f.stopping && sf.calls == 0 {
+			// Begun as the stop began (net/http refuses those after).
+			sf.endStreams()
+		}
+	} else {
+		sf.calls++
+		f.calls++
+	}
+	return sf.end
+}
+
+// finish records the end of a request begin recorded.
+func (f *inFlight) finish(sid string, stream bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sf := f.sessions[sid]
+	if stream {
+		sf.streams--
+	} else {
+		sf.calls--
+		f.calls--
+	}
+	if sf.calls == 0 && (f.stopping || sf.streams == 0) {
+		sf.endStreams()
+	}
+	if sf.calls == 0 && sf.streams == 0 {
+		delete(f.sessions, sid)
+	}
+}
+
+// stop ends the streams of the sessions with no other request in flight;
+// those of the others end as their last request does.
+func (f *inFlight) stop() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stopping = true
+	for _, sf := range f.sessions {
+		if sf.calls == 0 {
+			sf.endStreams()
+		}
+	}
+}
+
+// cut ends every session's streams: the calls are cut.
+func (f *inFlight) cut() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, sf := range f.sessions {
+		sf.endStreams()
+	}
+}
+
+// count is the requests in flight other than GET.
+func (f *inFlight) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
 }
 
 // keyHelp ends the body of a 401: what a person reading it does.

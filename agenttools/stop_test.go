@@ -247,9 +247,7 @@ func TestStopCutsTheCallInFlight(t *testing.T) {
 	if err := srv.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	// The SDK's client as an agent has it (its retries): the event stream
-	// the stop ends is not reconnected for a second, and failing that does
-	// not fail the call before.
+	// The SDK's client as an agent has it (its retries).
 	s, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(),
 		&mcp.StreamableClientTransport{Endpoint: "http://" + srv.Addr() + "/", HTTPClient: &http.Client{Transport: bearer{"alice-key", http.DefaultTransport}}}, nil)
 	if err != nil {
