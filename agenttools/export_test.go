@@ -29,6 +29,7 @@ func GateCalls(s *Server, user string) int {
 	return 0
 }
 
-// SetWriteStall sets how long one write of s's stdio sessions may block
-// (DefaultWriteStall): a test of a client that stops reading waits less.
+// SetWriteStall sets how long the output of s's stdio sessions may take
+// none of a write (DefaultWriteStall): a test of a client that stops
+// reading waits less.
 func SetWriteStall(s *Server, d time.Duration) { s.writeStall = d }

@@ -209,8 +209,8 @@ type Server struct {
 	now func() time.Time
 	// cutCalls cancels the contexts of Start's tool calls (Stop).
 	cutCalls context.CancelCauseFunc
-	// writeStall is ServeIO's bound on one write (DefaultWriteStall; a
-	// test's own).
+	// writeStall is how long ServeIO's output may take none of a write
+	// (DefaultWriteStall; a test's own).
 	writeStall time.Duration
 }
 

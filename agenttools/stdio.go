@@ -51,9 +51,9 @@ type answered struct {
 	// writeMu keeps this reader's answers and the SDK's messages whole
 	// lines apart (the SDK writes each message with one Write).
 	writeMu sync.Mutex
-	// stall bounds one write to out; broken, under writeMu, is why out
-	// takes no more writes (a write stalled, or the session closed during
-	// one).
+	// stall bounds how long out may take none of a write; broken, under
+	// writeMu, is why out takes no more writes (a write stalled, or the
+	// session closed during one).
 	stall      time.Duration
 	broken     error
 	stalledOut atomic.Bool // broken is errStalled, read without writeMu
@@ -71,10 +71,16 @@ type answered struct {
 // passed on unchecked, and the SDK ends the session as it would.
 const maxCheckedLine = mcp.DefaultMaxLineLength
 
-// DefaultWriteStall is how long one write of a stdio session's output may
-// block (the client reads none of it: the pipe is full) before the
-// session ends.
+// DefaultWriteStall is how long a stdio session's output may take none of
+// a message being written (the client reads none of it: the pipe is full)
+// before the session ends. It bounds progress, not the whole message: a
+// client reading a large answer slowly but steadily keeps its session.
 const DefaultWriteStall = time.Minute
+
+// writeChunk is the piece of a message written to the output at once, the
+// unit of its progress for the write stall: a pipe's write of up to 4 KiB
+// (PIPE_BUF) waits for room for all of it.
+const writeChunk = 4 << 10
 
 // errStalled ends a session whose client stopped reading its output.
 var errStalled = errors.New("agenttools: the client read none of its output for too long (its stdout pipe is full): session ended")
@@ -281,14 +287,15 @@ func (a *answered) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// write writes p to the output, under writeMu, and gives up on a write
-// that has not ended within stall, or when the session closes or is
-// stopped (drop): a client
-// that stopped reading (its end of the pipe full, the agent hung or busy
-// elsewhere) blocked the write for good, and with it the session, its
-// stop (SIGTERM: the process never exited) and the end of its input. The
-// write given up on is left to block, on a copy of p; out takes no more
-// writes, and the session ends with the error.
+// write writes p to the output, under writeMu, in pieces of writeChunk,
+// and gives up when no piece has been taken for stall, or when the session
+// closes or is stopped (drop): a client that stopped reading (its end of
+// the pipe full, the agent hung or busy elsewhere) blocked the write for
+// good, and with it the session, its stop (SIGTERM: the process never
+// exited) and the end of its input. Bounding the whole write instead ended
+// the session of a client reading steadily but slower than the message's
+// size per stall. The write given up on is left to block, on a copy of p;
+// out takes no more writes, and the session ends with the error.
 func (a *answered) write(p []byte) (int, error) {
 	if a.broken != nil {
 		return 0, a.broken
@@ -298,25 +305,43 @@ func (a *answered) write(p []byte) (int, error) {
 		err error
 	}
 	done := make(chan result, 1)
+	took := make(chan struct{}, 1) // a piece was taken
 	b := bytes.Clone(p)
 	go func() {
-		n, err := a.out.Write(b)
-		done <- result{n, err}
+		n := 0
+		for n < len(b) {
+			m, err := a.out.Write(b[n:min(n+writeChunk, len(b))])
+			n += m
+			if err != nil {
+				done <- result{n, err}
+				return
+			}
+			select {
+			case took <- struct{}{}:
+			default:
+			}
+		}
+		done <- result{n, nil}
 	}()
 	t := time.NewTimer(a.stall)
 	defer t.Stop()
-	select {
-	case r := <-done:
-		return r.n, r.err
-	case <-t.C:
-		a.broken = errStalled
-		a.stalledOut.Store(true)
-	case <-a.closed:
-		a.broken = errClosedOutput
-	case <-a.dropped:
-		a.broken = errClosedOutput
+	for {
+		select {
+		case r := <-done:
+			return r.n, r.err
+		case <-took:
+			t.Reset(a.stall)
+			continue
+		case <-t.C:
+			a.broken = errStalled
+			a.stalledOut.Store(true)
+		case <-a.closed:
+			a.broken = errClosedOutput
+		case <-a.dropped:
+			a.broken = errClosedOutput
+		}
+		return 0, a.broken
 	}
-	return 0, a.broken
 }
 
 // stalled reports whether the output stalled (write gave up on it).

@@ -1,10 +1,15 @@
 package agenttools_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,5 +78,108 @@ func TestStdioClientNotReadingEndsTheSession(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("ServeIO still running a minute after its client stopped reading")
+	}
+}
+
+// TestStdioSlowReaderKeepsTheSession: a client that reads its output
+// steadily but slowly, one answer taking longer than the write stall to
+// read in full, keeps its session and gets the whole answer: the stall
+// bounds the time with no progress, not the whole write. Before, it bounded
+// the whole write: a client reading 1 KiB a second (an agent on a loaded
+// machine or a slow link) lost its session on any answer of 60 KiB.
+func TestStdioSlowReaderKeepsTheSession(t *testing.T) {
+	t.Parallel()
+	const stall = time.Second
+	srv, err := agenttools.New(agenttools.Config{Client: startEnricher(t), User: "alice", Timeout: 10 * time.Second,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agenttools.SetWriteStall(srv, stall)
+	in, feed := io.Pipe()
+	defer feed.Close()
+	outR, outW := io.Pipe()
+	defer outR.Close()
+	done := make(chan error, 1)
+	go func() {
+		err := srv.ServeIO(context.Background(), in, outW)
+		outW.Close()
+		done <- err
+	}()
+	// The client reads at once until slow, then 1 KiB every 20 ms: 4 KiB
+	// well within the stall, the answer below (about 100 KiB) not.
+	var slow atomic.Bool
+	lines := make(chan string, 16)
+	go func() {
+		defer close(lines)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		var line []byte
+		buf := make([]byte, 32<<10)
+		for {
+			p := buf
+			if slow.Load() {
+				<-tick.C
+				p = buf[:1<<10]
+			}
+			n, err := outR.Read(p)
+			line = append(line, p[:n]...)
+			for {
+				i := bytes.IndexByte(line, '\n')
+				if i < 0 {
+					break
+				}
+				lines <- string(line[:i])
+				line = line[i+1:]
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	answer := func(id string) string {
+		t.Helper()
+		for l := range lines {
+			if strings.Contains(l, `"id":`+id+`,`) {
+				return l
+			}
+		}
+		t.Fatalf("the output ended before the answer to request %s; ServeIO: %v", id, <-done)
+		return ""
+	}
+	send := func(l string) {
+		t.Helper()
+		if _, err := feed.Write([]byte(l + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(stdioInitialize)
+	answer("1")
+	send(stdioInitialized)
+	value := strings.Repeat("v", 8000)
+	const facts = 6
+	for i := range facts {
+		send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"set_fact","arguments":{"key":"note%d","value":%q}}}`, 10+i, i, value))
+		answer(strconv.Itoa(10 + i))
+	}
+	slow.Store(true)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_facts","arguments":{}}}`)
+	var res struct {
+		Result struct {
+			IsError           bool `json:"isError"`
+			StructuredContent struct {
+				Facts []struct{ Key, Value string }
+			} `json:"structuredContent"`
+		}
+	}
+	if err := json.Unmarshal([]byte(answer("2")), &res); err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Result.StructuredContent.Facts; res.Result.IsError || len(got) != facts || got[0].Value != value {
+		t.Fatalf("list_facts read slowly: %d facts (error %v); want the %d set", len(got), res.Result.IsError, facts)
+	}
+	feed.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("ServeIO with a client reading slowly: %v", err)
 	}
 }
