@@ -415,6 +415,9 @@ func (s *Server) Start(ctx context.Context) error {
 	s.sessions = sessions
 	s.flight = &inFlight{sessions: map[string]*sessionFlight{}}
 	s.http = &http.Server{Handler: s.flight.wrap(h), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: clientIdle, ErrorLog: httperrlog.New(s.cfg.Logger)}
+	// Once net/http refuses new requests, not before: a client seeing its
+	// stream end as the stop began could still open a session (a review).
+	s.http.RegisterOnShutdown(s.flight.stop)
 	s.done = make(chan error, 1)
 	go func() { s.done <- s.http.Serve(ln) }()
 	s.cfg.Logger.Info("mcp serving streamable HTTP", "addr", s.addr)
@@ -452,7 +455,6 @@ func (s *Server) Stop(ctx context.Context) error {
 	// cancels it (a stop past --shutdown-timeout waited out the call's
 	// --timeout).
 	defer s.cutCalls(errStopping)
-	s.flight.stop()
 	if err := s.http.Shutdown(ctx); err != nil {
 		n := s.flight.count()
 		s.cutCalls(errStopping)
