@@ -28,7 +28,8 @@ func readableDurations(_ []string, a slog.Attr) slog.Attr {
 // River (the worker adds component=river) at info level go out at debug:
 // River logs its producers' periodic job counts, maintenance runs and client
 // start/stop at info, which drowns memoryd's own info lines. Warnings and
-// errors, and the info lines that report a job's failure, keep their level.
+// errors, and the info lines that report a job's failure, keep their level,
+// but for the completer's "giving up" (riverCompleterGivesUp), a warning.
 //
 // River's warnings and errors repeat while Postgres is down (each producer
 // fails its fetch every poll: 48 lines in 25 s), its info line for a failed
@@ -53,6 +54,9 @@ func newRiverQuiet(h slog.Handler) *riverQuiet {
 }
 
 func (h *riverQuiet) Handle(ctx context.Context, r slog.Record) error {
+	if h.river && r.Level == slog.LevelError && r.Message == riverCompleterGivesUp {
+		r.Level = slog.LevelWarn
+	}
 	if h.river && ((r.Level == slog.LevelInfo && !riverKeepsInfo(r.Message)) || (r.Level > slog.LevelInfo && cancelledByStop(r))) {
 		if !h.Handler.Enabled(ctx, slog.LevelDebug) {
 			return nil
@@ -78,6 +82,14 @@ func (h *riverQuiet) Handle(ctx context.Context, r slog.Record) error {
 	}
 	return h.Handler.Handle(ctx, r)
 }
+
+// riverCompleterGivesUp is River's error when its batch completer failed
+// three tries (about 7 s) at writing a batch of finished jobs' states,
+// logged at warn instead: it gives up on that try only, puts the batch
+// back and writes it on a later tick once Postgres answers (a 35 s outage
+// in a walk: written 0.1 s after Postgres was back, no job lost), while
+// "giving up" at error reads as if something stopped for good.
+const riverCompleterGivesUp = "jobcompleter.BatchCompleter: Too many errors; giving up"
 
 // repeatWindow is how long a River warning or error is held back after it
 // was logged.

@@ -137,3 +137,34 @@ func TestRiverCancelledByStopIsDebug(t *testing.T) {
 		}
 	}
 }
+
+// TestRiverCompleterGivingUpIsAWarning: River's batch completer giving up
+// one try at writing finished jobs (it puts them back and writes them once
+// Postgres answers) goes out as a warning, not an error; River's other
+// errors, the same text from memoryd's own logger, and River's other
+// "giving up" lines keep their level.
+func TestRiverCompleterGivingUpIsAWarning(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		river bool
+		msg   string
+		level string
+	}{
+		{"river's completer", true, "jobcompleter.BatchCompleter: Too many errors; giving up", "WARN"},
+		{"river's other error", true, "jobcompleter.BatchCompleter: Error completing batch", "ERROR"},
+		{"river's inline completer", true, "jobcompleter.InlineCompleter: Too many errors; giving up", "ERROR"},
+		{"memoryd's own", false, "jobcompleter.BatchCompleter: Too many errors; giving up", "ERROR"},
+	} {
+		var out bytes.Buffer
+		logger := slog.New(newRiverQuiet(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo})))
+		if tt.river {
+			logger = logger.With("component", "river")
+		}
+		logger.Error(tt.msg)
+		var line struct{ Level string }
+		if err := json.Unmarshal(out.Bytes(), &line); err != nil || line.Level != tt.level {
+			t.Errorf("%s: logged %q (%v), want level %s", tt.name, out.String(), err, tt.level)
+		}
+	}
+}
