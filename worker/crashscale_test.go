@@ -49,7 +49,7 @@ func TestPoisonTurnCrashLoopAcrossServes(t *testing.T) {
 		}
 	}
 	t.Cleanup(open)
-	url := e.store.Pool().Config().ConnString()
+	url := storetest.URL(t, e.store)
 	for p := range procs {
 		llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake", MaxConcurrency: slots})
 		if err != nil {

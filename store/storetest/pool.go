@@ -56,6 +56,8 @@ import (
 //     deleted, sequences restarted;
 //   - a failed test's schema is dropped, for the same reasons as before.
 //
+// New's pool goes with its schema, parked between tests (warm.go).
+//
 // Installing the event triggers needs a superuser (the tests' default,
 // postgres); without one, every test gets a fresh schema as before.
 // MEMORYD_TEST_FRESH_SCHEMAS=1 turns reuse off.
@@ -106,9 +108,20 @@ func pooledOn(ctx context.Context) bool {
 // false when reuse is off.
 func pooledURL(t testing.TB) (url string, ok bool) {
 	t.Helper()
+	c, ok := pooled(t)
+	if !ok {
+		return "", false
+	}
+	return schemaURL(c.name), true
+}
+
+// pooled is pooledURL's schema, claimed with the pool parked for it when
+// this process parked one (warm.go).
+func pooled(t testing.TB) (*claimed, bool) {
+	t.Helper()
 	ctx := context.Background()
 	if !pooledOn(ctx) {
-		return "", false
+		return nil, false
 	}
 	// One connection throughout: see settle.
 	conn, err := poolSetup.admin.Acquire(ctx)
@@ -118,7 +131,7 @@ func pooledURL(t testing.TB) (url string, ok bool) {
 	defer conn.Release()
 	if c, ok := claim(ctx, conn, poolSetup.fp); ok {
 		t.Cleanup(func() { giveBack(t, c) })
-		return schemaURL(c.name), true
+		return c, true
 	}
 	c := &claimed{name: usePrefix + strconv.Itoa(os.Getpid()) + "_" + randomHex(5)}
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{c.name}.Sanitize()); err != nil {
@@ -151,7 +164,7 @@ func pooledURL(t testing.TB) (url string, ok bool) {
 		c.state = nil // dropped when given back
 		t.Logf("storetest: schema %s will not be reused: %v", c.name, err)
 	}
-	return schemaURL(c.name), true
+	return c, true
 }
 
 // migrate migrates the schema at url through a pool of its own, closed
@@ -179,6 +192,10 @@ type claimed struct {
 	state map[string]tableState // nil: drop it when given back
 	rows  map[string]string     // digests of the tables holding rows
 	stats planner               // the planner's figures of its relations
+	// warm is New's pool on it (warm.go); parked when its test ends, it
+	// is kept with the schema when given back as idle, closed otherwise.
+	warm   *warmPool
+	parked bool
 }
 
 func randomHex(n int) string {
@@ -390,7 +407,8 @@ func dropSchema(ctx context.Context, conn adminDB, name string) error {
 
 // claim renames an idle schema to an in-use name and notes what it holds.
 func claim(ctx context.Context, conn adminDB, fp string) (*claimed, bool) {
-	rows, err := conn.Query(ctx, `SELECT nspname FROM pg_namespace WHERE nspname LIKE $1 ORDER BY random() LIMIT 4`, idlePrefix+fp+`\_%`)
+	// The schemas this process parked a pool for first (warm.go).
+	rows, err := conn.Query(ctx, `SELECT nspname FROM pg_namespace WHERE nspname LIKE $1 ORDER BY nspname = ANY($2) DESC, random() LIMIT 4`, idlePrefix+fp+`\_%`, parkedNames())
 	if err != nil {
 		return nil, false
 	}
@@ -415,7 +433,14 @@ func claim(ctx context.Context, conn adminDB, fp string) (*claimed, bool) {
 			return tx.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM `+ddlLogTable).Scan(&c.mark)
 		})
 		if err != nil {
+			if w := unpark(from); w != nil {
+				w.pool.Close() // its schema is another's now, or gone
+			}
 			continue
+		}
+		if w := unpark(from); w != nil {
+			w.claim(c.name)
+			c.warm = w
 		}
 		tables, _, err := relations(ctx, conn, c.name)
 		if err == nil {
@@ -430,6 +455,9 @@ func claim(ctx context.Context, conn adminDB, fp string) (*claimed, bool) {
 			err = settle(ctx, conn, c.name, tables)
 		}
 		if err != nil {
+			if c.warm != nil {
+				c.warm.pool.Close()
+			}
 			_ = dropSchema(ctx, conn, c.name)
 			continue
 		}
@@ -637,10 +665,11 @@ func giveBack(t testing.TB, c *claimed) {
 	conn, err := poolSetup.admin.Acquire(ctx)
 	if err != nil {
 		t.Logf("storetest: give back schema %s: %v", c.name, err)
+		c.closeWarm()
 		return
 	}
 	defer conn.Release()
-	// The schema's sessions end first (waited for, up to 10 s each): one
+	// The schema's sessions end first (a parked pool's are named apart) (waited for, up to 10 s each): one
 	// still writing could commit after the emptying, and each flushes its
 	// activity statistics as it exits.
 	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity
@@ -658,8 +687,12 @@ func giveBack(t testing.TB, c *claimed) {
 	}
 	gaveBack(c.name, idle, reason)
 	if reason == "" {
+		if c.warm != nil && c.parked {
+			keep(idle, c.warm)
+		}
 		return
 	}
+	c.closeWarm()
 	if err := dropSchema(ctx, conn, c.name); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) {
@@ -667,6 +700,13 @@ func giveBack(t testing.TB, c *claimed) {
 		} else {
 			t.Logf("storetest: drop schema %s (%s): %v", c.name, reason, err)
 		}
+	}
+}
+
+// closeWarm closes c's parked pool: its schema is not kept.
+func (c *claimed) closeWarm() {
+	if c.warm != nil && c.parked {
+		c.warm.pool.Close()
 	}
 }
 

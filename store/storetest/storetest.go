@@ -187,14 +187,40 @@ func missingDatabase(t testing.TB) (string, func()) {
 
 // New returns a Store on a migrated schema of its own, as new: a schema of
 // an earlier test, emptied (see pool.go), or a fresh one. The pool is closed
-// when the test ends.
+// when the test ends, or parked with the schema for the next test of the
+// process to claim it (warm.go): either way no connection of it is handed
+// out after the test.
 func New(t testing.TB) *store.Store {
 	t.Helper()
-	if url, ok := pooledURL(t); ok {
-		return Unmigrated(t, url) // migrated
+	if c, ok := pooled(t); ok {
+		if c.warm == nil {
+			w, err := newWarmPool(c.name)
+			if err != nil {
+				t.Fatalf("storetest: %v", err)
+			}
+			c.warm = w
+		}
+		// Before the give-back, after the test's own cleanups (the
+		// components using the pool).
+		t.Cleanup(func() { c.parked = c.warm.park() })
+		return store.New(c.warm.pool)
 	}
 	_, url := Schema(t)
 	return Open(t, url)
+}
+
+// URL returns the connection string of s's schema, for another pool or
+// connection on it, ended when the schema is given back as New's are. s is
+// New's: its pool's Config().ConnString() names the schema as it was first
+// claimed (the same schema is renamed at each claim, see warm.go), whereas
+// Config().ConnConfig names it as it is.
+func URL(t testing.TB, s *store.Store) string {
+	t.Helper()
+	var name string
+	if err := s.Pool().QueryRow(context.Background(), `SELECT current_schema()`).Scan(&name); err != nil {
+		t.Fatalf("storetest: the store's schema: %v", err)
+	}
+	return schemaURL(name)
 }
 
 // Migrated returns the connection string of a migrated schema of the test's

@@ -1,0 +1,219 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Warm pools: New's pool on a reused schema outlives its test. A new
+// connection costs Postgres about 27 ms of CPU on these machines (the
+// fork's page faults and InitPostgres) and about as much again on its
+// first statements (catalog caches filled, trigger functions compiled,
+// statements parsed and planned); a run of the suite opened some 4,700,
+// most of them New's, four a test. So when its test ends, New's pool is
+// parked rather than closed: its sessions reset, none in use, none
+// handed out. The process's next claim prefers a schema it parked a pool
+// for, and gets the pool with it. A schema keeps its relations' OIDs
+// through the renames of claim and give-back, so the connections'
+// prepared statements, plans and caches stay right for it; only its name
+// changes, set on each connection as it is next acquired (search_path,
+// and application_name, by which give-back ends the schema's sessions).
+// A pool serves one schema only, and is closed when that schema is
+// dropped or claimed by another process.
+type warmPool struct {
+	pool *pgxpool.Pool
+	// cfg is the pool's own (pgxpool keeps it): the schema's present name
+	// is written into its connection parameters, for the connections the
+	// pool opens next and for what tests read of it (Pool().Config()).
+	cfg *pgxpool.Config
+
+	mu sync.Mutex
+	// name is the schema's name while its test runs; "" while parked,
+	// when the pool hands out no connection and opens none.
+	name  string
+	gen   uint64               // bumped at each claim
+	conns map[*pgx.Conn]uint64 // the gen each connection's name was set for
+}
+
+// maxWarm bounds the pools a process keeps parked: each holds up to
+// MaxConns idle connections of a server shared by every test process.
+const maxWarm = 3
+
+// parkedName is the application_name of a parked pool's sessions: not a
+// schema's, so that give-back does not end them.
+const parkedName = "storetest_parked"
+
+var errParked = errors.New("storetest: the store's test has ended (its pool is parked for the next test on its schema)")
+
+// warm is the process's parked pools, by the idle name of their schema,
+// the oldest first.
+var warm struct {
+	sync.Mutex
+	parked []*parkedPool
+}
+
+type parkedPool struct {
+	schema string
+	w      *warmPool
+}
+
+// parkedNames is the schemas this process parked a pool for, for claim.
+func parkedNames() []string {
+	warm.Lock()
+	defer warm.Unlock()
+	names := make([]string, len(warm.parked))
+	for i, p := range warm.parked {
+		names[i] = p.schema
+	}
+	return names
+}
+
+// unpark takes the pool parked for schema, nil when none is.
+func unpark(schema string) *warmPool {
+	warm.Lock()
+	defer warm.Unlock()
+	for i, p := range warm.parked {
+		if p.schema == schema {
+			warm.parked = append(warm.parked[:i], warm.parked[i+1:]...)
+			return p.w
+		}
+	}
+	return nil
+}
+
+// keep parks w for schema (its idle name), closing the oldest parked pool
+// beyond maxWarm.
+func keep(schema string, w *warmPool) {
+	warm.Lock()
+	warm.parked = append(warm.parked, &parkedPool{schema: schema, w: w})
+	var evicted *warmPool
+	if len(warm.parked) > maxWarm {
+		evicted = warm.parked[0].w
+		warm.parked = warm.parked[1:]
+	}
+	warm.Unlock()
+	if evicted != nil {
+		evicted.pool.Close()
+	}
+}
+
+// newWarmPool opens a pool on schema name, as Unmigrated's.
+func newWarmPool(name string) (*warmPool, error) {
+	cfg, err := pgxpool.ParseConfig(schemaURL(name))
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns = MaxConns
+	checkClient(cfg)
+	w := &warmPool{cfg: cfg, name: name, conns: map[*pgx.Conn]uint64{}}
+	cfg.BeforeConnect = func(context.Context, *pgx.ConnConfig) error {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.name == "" {
+			return errParked
+		}
+		return nil
+	}
+	after := cfg.AfterConnect
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		if after != nil {
+			if err := after(ctx, c); err != nil {
+				return err
+			}
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.conns[c] = w.gen
+		return nil
+	}
+	cfg.PrepareConn = w.prepare
+	cfg.BeforeClose = func(c *pgx.Conn) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.conns, c)
+	}
+	if w.pool, err = pgxpool.NewWithConfig(context.Background(), cfg); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// prepare refuses c while the pool is parked, and gives it the schema's
+// present name when that changed since c last had it.
+func (w *warmPool) prepare(ctx context.Context, c *pgx.Conn) (bool, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.name == "" {
+		return false, errParked
+	}
+	if w.conns[c] == w.gen {
+		return true, nil
+	}
+	if _, err := c.PgConn().Exec(ctx, "SET search_path TO "+pgx.Identifier{w.name}.Sanitize()+"; SET application_name TO '"+w.name+"'").ReadAll(); err != nil {
+		return false, nil // closed; the pool opens another
+	}
+	w.conns[c] = w.gen
+	return true, nil
+}
+
+// claim gives the pool to the test that claimed its schema as name.
+func (w *warmPool) claim(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.name = name
+	w.gen++
+	w.cfg.ConnConfig.RuntimeParams["search_path"] = name
+	w.cfg.ConnConfig.RuntimeParams["application_name"] = name
+}
+
+// park resets the pool's sessions and stops it handing out connections,
+// once its test's work is done: no connection may be in use (a test's
+// goroutine still running keeps it, and the pool is not reused). It
+// reports whether the pool was parked; when not, it is closed, as a test's
+// pool was before.
+func (w *warmPool) park() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conns := w.pool.AcquireAllIdle(ctx)
+	st := w.pool.Stat()
+	ok := len(conns) > 0 && st.AcquiredConns() == int32(len(conns)) && st.ConstructingConns() == 0
+	for _, c := range conns {
+		if ok && !resetSession(ctx, c.Conn()) {
+			// Closed: released, the pool drops it.
+			_ = c.Conn().Close(ctx)
+		}
+	}
+	if ok {
+		w.mu.Lock()
+		w.name = ""
+		w.mu.Unlock()
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+	if !ok {
+		w.pool.Close()
+	}
+	return ok
+}
+
+// resetSession undoes what a test may have left in a session: settings
+// (search_path and application_name among them), LISTENs, advisory
+// locks, cursors, temporary tables. It then sends the session's pending
+// activity statistics, as an ended session does (see settle), and names
+// it parked. Prepared statements stay: they are pgx's, which caches them,
+// and they name the schema's relations by OID.
+func resetSession(ctx context.Context, c *pgx.Conn) bool {
+	sql := "RESET ALL; UNLISTEN *; SELECT pg_advisory_unlock_all(); CLOSE ALL; DISCARD TEMP; "
+	if serverMajor(c.PgConn()) >= 14 {
+		sql += "SET client_connection_check_interval = '" + clientCheckInterval + "'; "
+	}
+	sql += "SET application_name TO '" + parkedName + "'; SELECT pg_stat_force_next_flush()"
+	_, err := c.PgConn().Exec(ctx, sql).ReadAll()
+	return err == nil
+}

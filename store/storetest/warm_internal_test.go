@@ -1,0 +1,99 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// TestWarmPoolIsResetAndFollowsItsSchema: New's pool outlives its test,
+// refuses to be used between tests, and the next test claiming the same
+// schema gets it back with its sessions as new and naming the schema by
+// its new name.
+func TestWarmPoolIsResetAndFollowsItsSchema(t *testing.T) {
+	setupPool(t)
+	ctx := context.Background()
+	// A fingerprint of this test's own: no other test process claims the
+	// schema given back in between.
+	fp := poolSetup.fp
+	poolSetup.fp = "own" + randomHex(4)
+	t.Cleanup(func() { poolSetup.fp = fp })
+	var (
+		pool  *pgxpool.Pool
+		first string
+		pids  []uint32
+	)
+	t.Run("first", func(t *testing.T) {
+		s := New(t)
+		pool, first = s.Pool(), currentSchema(t, s)
+		// Two sessions: the use between the tests below costs the pool one.
+		for i := range 2 {
+			c, err := pool.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Release()
+			// What a test may leave in a session.
+			for _, sql := range []string{`SET statement_timeout = '1234ms'`, `SELECT pg_advisory_lock(4242 + ` + strconv.Itoa(i) + `)`, `LISTEN warm_test`, `SET search_path TO public`} {
+				if _, err := c.Exec(ctx, sql); err != nil {
+					t.Fatalf("%s: %v", sql, err)
+				}
+			}
+			pids = append(pids, c.Conn().PgConn().PID())
+		}
+	})
+	if _, err := pool.Exec(ctx, `SELECT 1`); !errors.Is(err, errParked) {
+		t.Errorf("the pool used after its test: %v, want %v", err, errParked)
+	}
+	t.Run("second", func(t *testing.T) {
+		s := New(t)
+		if s.Pool() != pool {
+			t.Fatal("the next test of the process got a new pool, not the one parked with the schema")
+		}
+		name := currentSchema(t, s)
+		if name == first {
+			t.Fatalf("schema still named %s after its give-back and claim", name)
+		}
+		if got := s.Pool().Config().ConnConfig.RuntimeParams["search_path"]; got != name {
+			t.Errorf("the pool's configuration names schema %q, want %q", got, name)
+		}
+		// Another connection on it, as tests open: it reaches the schema.
+		conn, err := pgx.Connect(ctx, URL(t, s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, `SELECT count(*) FROM turns`); err != nil {
+			t.Errorf("a connection from URL: %v", err)
+		}
+		conns := s.Pool().AcquireAllIdle(ctx)
+		defer func() {
+			for _, c := range conns {
+				c.Release()
+			}
+		}()
+		warm := false
+		for _, c := range conns {
+			warm = warm || slices.Contains(pids, c.Conn().PgConn().PID())
+			var timeout, path, app string
+			var channels, locks int
+			if err := c.QueryRow(ctx, `SELECT current_setting('statement_timeout'), current_setting('search_path'), current_setting('application_name'),
+				(SELECT count(*) FROM pg_listening_channels()), (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid())`).
+				Scan(&timeout, &path, &app, &channels, &locks); err != nil {
+				t.Fatal(err)
+			}
+			if timeout != "0" || path != name || app != name || channels != 0 || locks != 0 {
+				t.Errorf("session %d: statement_timeout %s, search_path %s, application_name %s, %d channels listened to, %d advisory locks; want 0, %s, %s, none, none",
+					c.Conn().PgConn().PID(), timeout, path, app, channels, locks, name, name)
+			}
+		}
+		if !warm {
+			t.Errorf("none of the first test's sessions (%v) came back with the pool", pids)
+		}
+	})
+}
