@@ -328,11 +328,16 @@ func (a *answered) write(p []byte) (int, error) {
 	for {
 		select {
 		case r := <-done:
-			return r.n, r.err
+			return a.wrote(r.n, r.err)
 		case <-took:
 			t.Reset(a.stall)
 			continue
 		case <-t.C:
+			select {
+			case r := <-done: // the last piece, taken as the stall ran out
+				return a.wrote(r.n, r.err)
+			default:
+			}
 			a.broken = errStalled
 			a.stalledOut.Store(true)
 		case <-a.closed:
@@ -342,6 +347,16 @@ func (a *answered) write(p []byte) (int, error) {
 		}
 		return 0, a.broken
 	}
+}
+
+// wrote ends write with its goroutine's result. A failed write may have
+// left part of a line on the output, so out takes no more writes: the next
+// message would follow the broken line.
+func (a *answered) wrote(n int, err error) (int, error) {
+	if err != nil {
+		a.broken = err
+	}
+	return n, err
 }
 
 // stalled reports whether the output stalled (write gave up on it).
