@@ -256,15 +256,7 @@ func TestStopCutsTheCallInFlight(t *testing.T) {
 	defer s.Close()
 	callCtx, endCall := context.WithCancel(context.Background())
 	defer endCall()
-	type answer struct {
-		res *mcp.CallToolResult
-		err error
-	}
-	called := make(chan answer, 1)
-	go func() {
-		res, err := s.CallTool(callCtx, &mcp.CallToolParams{Name: "list_facts", Arguments: map[string]any{}})
-		called <- answer{res, err}
-	}()
+	called := listFactsAsync(callCtx, s)
 	waitHeld(t, held)
 
 	// Its deadline already past: Stop cuts the call at once.
@@ -296,4 +288,21 @@ func TestStopCutsTheCallInFlight(t *testing.T) {
 	case !a.res.IsError || !strings.Contains(text(a.res), "stopping") || !strings.Contains(text(a.res), "may or may not have been made"):
 		t.Errorf("the cut call's answer %q (error %v); want a tool error saying the server is stopping and the change may or may not have been made", text(a.res), a.res.IsError)
 	}
+}
+
+// answer is a tool call's result.
+type answer struct {
+	res *mcp.CallToolResult
+	err error
+}
+
+// listFactsAsync calls list_facts through s in a goroutine of its own; the
+// channel returned gets its answer.
+func listFactsAsync(ctx context.Context, s *mcp.ClientSession) <-chan answer {
+	called := make(chan answer, 1)
+	go func() {
+		res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "list_facts", Arguments: map[string]any{}})
+		called <- answer{res, err}
+	}()
+	return called
 }

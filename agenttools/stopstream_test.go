@@ -131,15 +131,7 @@ func TestStopKeepsTheEventStreamOfACallInFlight(t *testing.T) {
 
 	callCtx, endCall := context.WithCancel(context.Background())
 	defer endCall()
-	type answer struct {
-		res *mcp.CallToolResult
-		err error
-	}
-	called := make(chan answer, 1)
-	go func() {
-		res, err := busy.CallTool(callCtx, &mcp.CallToolParams{Name: "list_facts", Arguments: map[string]any{}})
-		called <- answer{res, err}
-	}()
+	called := listFactsAsync(callCtx, busy)
 	waitHeld(t, held)
 
 	ctx, cancel := context.WithCancel(context.Background())
