@@ -112,6 +112,12 @@ func pooledURL(t testing.TB) (url string, ok bool) {
 	if !ok {
 		return "", false
 	}
+	if c.warm != nil {
+		// No New here to use the schema's parked pool: it stays parked,
+		// kept or closed with the schema, not left open.
+		c.warm.unclaim()
+		c.parked = true
+	}
 	return schemaURL(c.name), true
 }
 

@@ -171,6 +171,13 @@ func (w *warmPool) claim(name string) {
 	w.cfg.ConnConfig.RuntimeParams["application_name"] = name
 }
 
+// unclaim parks again a pool just claimed and not used.
+func (w *warmPool) unclaim() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.name = ""
+}
+
 // park resets the pool's sessions and stops it handing out connections,
 // once its test's work is done: no connection may be in use (a test's
 // goroutine still running keeps it, and the pool is not reused). It
@@ -202,14 +209,18 @@ func (w *warmPool) park() bool {
 	return ok
 }
 
-// resetSession undoes what a test may have left in a session: settings
-// (search_path and application_name among them), LISTENs, advisory
-// locks, cursors, temporary tables. It then sends the session's pending
+// resetSession undoes what a test may have left in a session: the role,
+// settings (search_path and application_name among them), LISTENs,
+// advisory locks, cursors, temporary tables, the sequences' last values,
+// statements PREPAREd in SQL. It then sends the session's pending
 // activity statistics, as an ended session does (see settle), and names
-// it parked. Prepared statements stay: they are pgx's, which caches them,
-// and they name the schema's relations by OID.
+// it parked. pgx's prepared statements stay: pgx caches them, and they
+// name the schema's relations by OID.
 func resetSession(ctx context.Context, c *pgx.Conn) bool {
-	sql := "RESET ALL; UNLISTEN *; SELECT pg_advisory_unlock_all(); CLOSE ALL; DISCARD TEMP; "
+	// The role first (RESET ALL leaves it), and the statements PREPAREd
+	// in SQL, which pgx's are not.
+	sql := "SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UNLISTEN *; SELECT pg_advisory_unlock_all(); CLOSE ALL; DISCARD TEMP; DISCARD SEQUENCES; " +
+		"DO $$DECLARE n text; BEGIN FOR n IN SELECT name FROM pg_prepared_statements WHERE from_sql LOOP EXECUTE 'DEALLOCATE ' || quote_ident(n); END LOOP; END$$; "
 	if serverMajor(c.PgConn()) >= 14 {
 		sql += "SET client_connection_check_interval = '" + clientCheckInterval + "'; "
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -96,4 +97,120 @@ func TestWarmPoolIsResetAndFollowsItsSchema(t *testing.T) {
 			t.Errorf("none of the first test's sessions (%v) came back with the pool", pids)
 		}
 	})
+}
+
+// ownFingerprint gives the test a fingerprint of its own: no other test
+// process claims the schemas it gives back.
+func ownFingerprint(t *testing.T) {
+	t.Helper()
+	setupPool(t)
+	fp := poolSetup.fp
+	poolSetup.fp = "own" + randomHex(4)
+	t.Cleanup(func() { poolSetup.fp = fp })
+}
+
+// TestWarmPoolOfASchemaMigratedClaims: Migrated claiming a schema parked
+// with New's pool leaves the pool parked (none of its connections handed
+// out after its test) and kept with the schema for the next New.
+func TestWarmPoolOfASchemaMigratedClaims(t *testing.T) {
+	ownFingerprint(t)
+	ctx := context.Background()
+	var pool *pgxpool.Pool
+	t.Run("new", func(t *testing.T) {
+		pool = New(t).Pool()
+		if _, err := pool.Exec(ctx, `SELECT 1`); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("migrated", func(t *testing.T) {
+		cfg, err := pgx.ParseConfig(Migrated(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := pool.Config().ConnConfig.RuntimeParams["search_path"], cfg.RuntimeParams["search_path"]; got != want {
+			t.Skipf("Migrated claimed schema %s, not the one parked with the pool (%s)", want, got)
+		}
+	})
+	if _, err := pool.Exec(ctx, `SELECT 1`); !errors.Is(err, errParked) {
+		t.Errorf("the pool of the schema Migrated claimed, used after its test: %v, want %v", err, errParked)
+	}
+	t.Run("new again", func(t *testing.T) {
+		if New(t).Pool() != pool {
+			t.Error("the next New got a new pool, not the one parked with the schema")
+		}
+	})
+}
+
+// TestWarmPoolSessionsLoseRoleStatementsSequences: what RESET ALL leaves in
+// a session (the role set, statements PREPAREd in SQL, the sequences'
+// last values) is gone when the next test gets it.
+func TestWarmPoolSessionsLoseRoleStatementsSequences(t *testing.T) {
+	ownFingerprint(t)
+	ctx := context.Background()
+	var (
+		pool *pgxpool.Pool
+		pid  uint32
+	)
+	t.Run("first", func(t *testing.T) {
+		s := New(t)
+		pool = s.Pool()
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Release()
+		pid = c.Conn().PgConn().PID()
+		for _, sql := range []string{
+			`SELECT nextval(oid::regclass) FROM pg_class WHERE relkind = 'S' AND relnamespace = current_schema()::regnamespace LIMIT 1`,
+			`PREPARE warm_test_statement AS SELECT 1`,
+			`SET ROLE pg_monitor`,
+		} {
+			if _, err := c.Exec(ctx, sql); err != nil {
+				t.Fatalf("%s: %v", sql, err)
+			}
+		}
+	})
+	t.Run("second", func(t *testing.T) {
+		s := New(t)
+		if s.Pool() != pool {
+			t.Fatal("the next test of the process got a new pool, not the one parked with the schema")
+		}
+		conns := s.Pool().AcquireAllIdle(ctx)
+		defer func() {
+			for _, c := range conns {
+				c.Release()
+			}
+		}()
+		found := false
+		for _, c := range conns {
+			if c.Conn().PgConn().PID() != pid {
+				continue
+			}
+			found = true
+			var user, session string
+			var prepared int
+			if err := c.QueryRow(ctx, `SELECT current_user, session_user, (SELECT count(*) FROM pg_prepared_statements WHERE from_sql)`).Scan(&user, &session, &prepared); err != nil {
+				t.Fatal(err)
+			}
+			if user != session || prepared != 0 {
+				t.Errorf("session %d: current_user %s (session_user %s), %d statements PREPAREd in SQL; want the session's user, none", pid, user, session, prepared)
+			}
+			var last int64
+			// 55000: lastval is not yet defined in this session.
+			if err := c.QueryRow(ctx, `SELECT lastval()`).Scan(&last); pgCode(err) != "55000" {
+				t.Errorf("session %d: lastval() %d, %v; want none defined", pid, last, err)
+			}
+		}
+		if !found {
+			t.Skipf("session %d did not come back with the pool", pid)
+		}
+	})
+}
+
+func pgCode(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
 }
