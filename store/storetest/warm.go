@@ -198,6 +198,16 @@ func (w *warmPool) park() bool {
 	if ok {
 		w.mu.Lock()
 		w.name = ""
+		// The pool's connections now, those acquired here: one taken out
+		// of the pool (River's listener hijacks one) is never closed by
+		// it, and BeforeClose never drops it.
+		held := make(map[*pgx.Conn]uint64, len(conns))
+		for _, c := range conns {
+			if g, ok := w.conns[c.Conn()]; ok {
+				held[c.Conn()] = g
+			}
+		}
+		w.conns = held
 		w.mu.Unlock()
 	}
 	for _, c := range conns {

@@ -214,3 +214,49 @@ func pgCode(err error) string {
 	}
 	return ""
 }
+
+// TestWarmPoolForgetsHijackedConns: a connection taken out of the pool
+// (River's listener hijacks one) is not held in the pool's bookkeeping
+// after it is parked: the pool does not close it, so BeforeClose never
+// drops it, and a pool serving test after test would keep them all.
+func TestWarmPoolForgetsHijackedConns(t *testing.T) {
+	ownFingerprint(t)
+	ctx := context.Background()
+	var pool *pgxpool.Pool
+	t.Run("hijack", func(t *testing.T) {
+		s := New(t)
+		pool = s.Pool()
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Hijack().Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, `SELECT 1`); err != nil {
+			t.Fatal(err)
+		}
+	})
+	w := warmOf(t, pool)
+	if w == nil {
+		t.Fatal("the pool was not parked")
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n, held := len(w.conns), w.pool.Stat().TotalConns(); n != int(held) {
+		t.Errorf("the parked pool notes %d connections, holds %d", n, held)
+	}
+}
+
+// warmOf is the warm pool of pool, parked or in use.
+func warmOf(t *testing.T, pool *pgxpool.Pool) *warmPool {
+	t.Helper()
+	warm.Lock()
+	defer warm.Unlock()
+	for _, p := range warm.parked {
+		if p.w.pool == pool {
+			return p.w
+		}
+	}
+	return nil
+}
