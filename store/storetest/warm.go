@@ -187,8 +187,14 @@ func (w *warmPool) park() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conns := w.pool.AcquireAllIdle(ctx)
-	st := w.pool.Stat()
-	ok := len(conns) > 0 && st.AcquiredConns() == int32(len(conns)) && st.ConstructingConns() == 0
+	// Refused from here on (prepare), then every connection of the pool
+	// must be one of these: one released meanwhile would be idle, not
+	// reset, and handed to the next test.
+	w.mu.Lock()
+	name := w.name
+	w.name = ""
+	w.mu.Unlock()
+	ok := len(conns) > 0 && w.pool.Stat().TotalConns() == int32(len(conns))
 	for _, c := range conns {
 		if ok && !resetSession(ctx, c.Conn()) {
 			// Closed: released, the pool drops it.
@@ -197,7 +203,6 @@ func (w *warmPool) park() bool {
 	}
 	if ok {
 		w.mu.Lock()
-		w.name = ""
 		// The pool's connections now, those acquired here: one taken out
 		// of the pool (River's listener hijacks one) is never closed by
 		// it, and BeforeClose never drops it.
@@ -208,6 +213,13 @@ func (w *warmPool) park() bool {
 			}
 		}
 		w.conns = held
+		w.mu.Unlock()
+	}
+	if !ok {
+		// As a test's pool was closed before: what is still in use
+		// (a test's goroutine) is waited for, and fails after.
+		w.mu.Lock()
+		w.name = name
 		w.mu.Unlock()
 	}
 	for _, c := range conns {
