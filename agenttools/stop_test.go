@@ -275,13 +275,7 @@ func TestStopCutsTheCallInFlight(t *testing.T) {
 	if !strings.Contains(logs.String(), `"msg":"mcp tool call cut by the stop","tool":"list_facts"`) {
 		t.Errorf("the cut call was not logged:\n%s", logs.String())
 	}
-	var a answer
-	select {
-	case a = <-called:
-	case <-time.After(time.Minute):
-		endCall()
-		a = <-called
-	}
+	a := awaitAnswer(called, endCall)
 	switch {
 	case a.err != nil:
 		t.Errorf("the cut call: %v; want a tool error saying the server is stopping", a.err)
@@ -305,4 +299,16 @@ func listFactsAsync(ctx context.Context, s *mcp.ClientSession) <-chan answer {
 		called <- answer{res, err}
 	}()
 	return called
+}
+
+// awaitAnswer is the answer listFactsAsync's call gets, waited for up to a
+// minute before the call is cancelled (endCall) and its error taken.
+func awaitAnswer(called <-chan answer, endCall func()) answer {
+	select {
+	case a := <-called:
+		return a
+	case <-time.After(time.Minute):
+		endCall()
+		return <-called
+	}
 }

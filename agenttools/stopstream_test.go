@@ -168,13 +168,7 @@ func TestStopKeepsTheEventStreamOfACallInFlight(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatalf("Stop still running a minute after its deadline\n%s", logs.String())
 	}
-	var a answer
-	select {
-	case a = <-called:
-	case <-time.After(time.Minute):
-		endCall()
-		a = <-called
-	}
+	a := awaitAnswer(called, endCall)
 	if busyStream.early.Load() {
 		t.Errorf("the event stream of the session with a call in flight ended (or was reconnected: %d attempts) before the call was cut", busyStream.reconnects.Load())
 	}

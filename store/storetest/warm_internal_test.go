@@ -72,12 +72,7 @@ func TestWarmPoolIsResetAndFollowsItsSchema(t *testing.T) {
 		if _, err := conn.Exec(ctx, `SELECT count(*) FROM turns`); err != nil {
 			t.Errorf("a connection from URL: %v", err)
 		}
-		conns := s.Pool().AcquireAllIdle(ctx)
-		defer func() {
-			for _, c := range conns {
-				c.Release()
-			}
-		}()
+		conns := idleConns(t, s.Pool())
 		warm := false
 		for _, c := range conns {
 			warm = warm || slices.Contains(pids, c.Conn().PgConn().PID())
@@ -175,12 +170,7 @@ func TestWarmPoolSessionsLoseRoleStatementsSequences(t *testing.T) {
 		if s.Pool() != pool {
 			t.Fatal("the next test of the process got a new pool, not the one parked with the schema")
 		}
-		conns := s.Pool().AcquireAllIdle(ctx)
-		defer func() {
-			for _, c := range conns {
-				c.Release()
-			}
-		}()
+		conns := idleConns(t, s.Pool())
 		found := false
 		for _, c := range conns {
 			if c.Conn().PgConn().PID() != pid {
@@ -259,4 +249,17 @@ func warmOf(t *testing.T, pool *pgxpool.Pool) *warmPool {
 		}
 	}
 	return nil
+}
+
+// idleConns acquires every idle connection of pool, released when the test
+// ends.
+func idleConns(t *testing.T, pool *pgxpool.Pool) []*pgxpool.Conn {
+	t.Helper()
+	conns := pool.AcquireAllIdle(context.Background())
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	})
+	return conns
 }
