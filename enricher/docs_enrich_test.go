@@ -219,7 +219,7 @@ func TestEnrichKeepsMemoriesWhenDocumentsTimeOut(t *testing.T) {
 	req := events.EnrichRequest{UserID: "alice", Message: "which certificate authority file do TLS connections use?", Collections: []string{"kb"}}
 
 	// A connection of the test's own, outside the store's small pool.
-	conn, err := pgx.ConnectConfig(ctxT(t), st.Pool().Config().ConnConfig.Copy())
+	conn, err := pgx.Connect(ctxT(t), storetest.URL(t, st))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/extractor/extractortest"
 	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
 	"github.com/memoryd/memoryd/worker"
 )
 
@@ -77,7 +78,7 @@ type blocker struct {
 // connection until go test's timeout.
 func (e *env) conn() *pgx.Conn {
 	e.t.Helper()
-	c, err := pgx.ConnectConfig(e.ctx, e.store.Pool().Config().ConnConfig.Copy())
+	c, err := pgx.Connect(e.ctx, storetest.URL(e.t, e.store))
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -211,9 +211,9 @@ func New(t testing.TB) *store.Store {
 
 // URL returns the connection string of s's schema, for another pool or
 // connection on it, ended when the schema is given back as New's are. s is
-// New's: its pool's Config().ConnString() names the schema as it was first
-// claimed (the same schema is renamed at each claim, see warm.go), whereas
-// Config().ConnConfig names it as it is.
+// New's: its pool's Config() names the schema as it was first claimed
+// (the same schema is renamed at each claim, see warm.go; the pool's
+// connections are given its present name as they open).
 func URL(t testing.TB, s *store.Store) string {
 	t.Helper()
 	var name string

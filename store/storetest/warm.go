@@ -21,16 +21,13 @@ import (
 // for, and gets the pool with it. A schema keeps its relations' OIDs
 // through the renames of claim and give-back, so the connections'
 // prepared statements, plans and caches stay right for it; only its name
-// changes, set on each connection as it is next acquired (search_path,
-// and application_name, by which give-back ends the schema's sessions).
+// changes, set on each connection as it is next acquired, or as it opens
+// (search_path, and application_name, by which give-back ends the
+// schema's sessions).
 // A pool serves one schema only, and is closed when that schema is
 // dropped or claimed by another process.
 type warmPool struct {
 	pool *pgxpool.Pool
-	// cfg is the pool's own (pgxpool keeps it): the schema's present name
-	// is written into its connection parameters, for the connections the
-	// pool opens next and for what tests read of it (Pool().Config()).
-	cfg *pgxpool.Config
 
 	mu sync.Mutex
 	// name is the schema's name while its test runs; "" while parked,
@@ -110,13 +107,19 @@ func newWarmPool(name string) (*warmPool, error) {
 	}
 	cfg.MaxConns = MaxConns
 	checkClient(cfg)
-	w := &warmPool{cfg: cfg, name: name, conns: map[*pgx.Conn]uint64{}}
-	cfg.BeforeConnect = func(context.Context, *pgx.ConnConfig) error {
+	w := &warmPool{name: name, conns: map[*pgx.Conn]uint64{}}
+	// A new connection gets the schema's present name here, on the pool's
+	// copy of the configuration: claim rewriting the configuration's own
+	// parameters would race a connect that copies them (a goroutine an
+	// earlier test leaked, acquiring beside the claim).
+	cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if w.name == "" {
 			return errParked
 		}
+		cc.RuntimeParams["search_path"] = w.name
+		cc.RuntimeParams["application_name"] = w.name
 		return nil
 	}
 	after := cfg.AfterConnect
@@ -167,8 +170,6 @@ func (w *warmPool) claim(name string) {
 	defer w.mu.Unlock()
 	w.name = name
 	w.gen++
-	w.cfg.ConnConfig.RuntimeParams["search_path"] = name
-	w.cfg.ConnConfig.RuntimeParams["application_name"] = name
 }
 
 // unclaim parks again a pool just claimed and not used.

@@ -60,8 +60,27 @@ func TestWarmPoolIsResetAndFollowsItsSchema(t *testing.T) {
 		if name == first {
 			t.Fatalf("schema still named %s after its give-back and claim", name)
 		}
-		if got := s.Pool().Config().ConnConfig.RuntimeParams["search_path"]; got != name {
-			t.Errorf("the pool's configuration names schema %q, want %q", got, name)
+		// A connection the pool opens now names it too: every idle one
+		// held, the next is new.
+		idle := idleConns(t, s.Pool())
+		if len(idle) >= int(MaxConns) {
+			t.Fatalf("%d idle connections, no room for a new one", len(idle))
+		}
+		fresh, err := s.Pool().Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var path, app string
+		err = fresh.QueryRow(ctx, `SELECT current_setting('search_path'), current_setting('application_name')`).Scan(&path, &app)
+		fresh.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if path != name || app != name {
+			t.Errorf("a connection opened after the claim: search_path %s, application_name %s; want %s for both", path, app, name)
+		}
+		for _, c := range idle {
+			c.Release()
 		}
 		// Another connection on it, as tests open: it reaches the schema.
 		conn, err := pgx.Connect(ctx, URL(t, s))
@@ -110,10 +129,13 @@ func ownFingerprint(t *testing.T) {
 func TestWarmPoolOfASchemaMigratedClaims(t *testing.T) {
 	ownFingerprint(t)
 	ctx := context.Background()
-	var pool *pgxpool.Pool
+	var (
+		pool *pgxpool.Pool
+		oid  uint32 // the schema's: it keeps it through the renames
+	)
 	t.Run("new", func(t *testing.T) {
 		pool = New(t).Pool()
-		if _, err := pool.Exec(ctx, `SELECT 1`); err != nil {
+		if err := pool.QueryRow(ctx, `SELECT oid FROM pg_namespace WHERE nspname = current_schema()`).Scan(&oid); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -122,8 +144,17 @@ func TestWarmPoolOfASchemaMigratedClaims(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, want := pool.Config().ConnConfig.RuntimeParams["search_path"], cfg.RuntimeParams["search_path"]; got != want {
-			t.Skipf("Migrated claimed schema %s, not the one parked with the pool (%s)", want, got)
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		var got uint32
+		if err := conn.QueryRow(ctx, `SELECT oid FROM pg_namespace WHERE nspname = current_schema()`).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != oid {
+			t.Skipf("Migrated claimed schema %s, not the one parked with the pool", cfg.RuntimeParams["search_path"])
 		}
 	})
 	if _, err := pool.Exec(ctx, `SELECT 1`); !errors.Is(err, errParked) {
@@ -262,4 +293,52 @@ func idleConns(t *testing.T, pool *pgxpool.Pool) []*pgxpool.Conn {
 		}
 	})
 	return conns
+}
+
+// TestWarmPoolClaimedBesideALeakedAcquire: a goroutine an earlier test
+// leaked that still acquires from its pool (here in a loop, refused while
+// the pool is parked) races nothing when the next test claims the pool:
+// the claim once rewrote the configuration's connection parameters that
+// each new connection's copy reads (a -race report in the claiming test).
+func TestWarmPoolClaimedBesideALeakedAcquire(t *testing.T) {
+	ownFingerprint(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var pool *pgxpool.Pool
+	t.Run("first", func(t *testing.T) {
+		pool = New(t).Pool()
+		if _, err := pool.Exec(ctx, `SELECT 1`); err != nil {
+			t.Fatal(err)
+		}
+	})
+	refused := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		once := false
+		for ctx.Err() == nil {
+			c, err := pool.Acquire(ctx)
+			if err == nil {
+				c.Release()
+				continue
+			}
+			if !once && errors.Is(err, errParked) {
+				once = true
+				close(refused)
+			}
+		}
+	}()
+	<-refused
+	t.Run("second", func(t *testing.T) {
+		s := New(t)
+		if s.Pool() != pool {
+			t.Skip("the next test of the process got a new pool, not the one parked with the schema")
+		}
+		name := currentSchema(t, s)
+		cancel()
+		<-done
+		if got := currentSchema(t, s); got != name {
+			t.Errorf("schema %s after the leaked acquires, want %s", got, name)
+		}
+	})
 }
