@@ -523,21 +523,32 @@ func TestTokensSeeOnlyTheirUser(t *testing.T) {
 		t.Errorf("alice finds %+v, want her one memory", found.Results)
 	}
 
-	// Bob's key on Alice's session.
-	body := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"list_facts","arguments":{}}}`
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer bob-key")
-	req.Header.Set("Mcp-Session-Id", alice.ID())
-	req.Header.Set("Mcp-Protocol-Version", alice.InitializeResult().ProtocolVersion)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	// Bob's key on Alice's session: a call, her event stream, and ending
+	// her session.
+	for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+		var body io.Reader
+		if method == http.MethodPost {
+			body = strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"list_facts","arguments":{}}}`)
+		}
+		req, _ := http.NewRequest(method, url, body)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer bob-key")
+		req.Header.Set("Mcp-Session-Id", alice.ID())
+		req.Header.Set("Mcp-Protocol-Version", alice.InitializeResult().ProtocolVersion)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("bob's key on alice's session %q, %s: status %d, want 403", alice.ID(), method, resp.StatusCode)
+		}
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden {
-		t.Errorf("bob's key on alice's session %q: status %d, want 403", alice.ID(), resp.StatusCode)
+	// Her session lives on.
+	call(t, alice, "get_fact", map[string]any{"key": "name"}, &f)
+	if f.Value != "Alice" {
+		t.Errorf("alice's name after bob's tries is %q", f.Value)
 	}
 }
 
