@@ -272,6 +272,7 @@ func (s *Service) Start(ctx context.Context) error {
 		}
 	}
 	s.svc = svc
+	s.startSweeper()
 	if !warmed {
 		go s.warm() // it takes s.mu, held here
 	}

@@ -176,6 +176,51 @@ func (c *vectorCache) put(e *userVectors) bool {
 	return true
 }
 
+// cachedAt is an entry's or a skip record's key and generation.
+type cachedAt struct {
+	key        cacheKey
+	generation int64
+}
+
+// held returns the key and generation of every entry and every skip
+// record.
+func (c *vectorCache) held() (entries, skips []cachedAt) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	entries = make([]cachedAt, 0, c.order.Len())
+	for el := c.order.Front(); el != nil; el = el.Next() {
+		e := el.Value.(*userVectors)
+		entries = append(entries, cachedAt{e.key, e.generation})
+	}
+	skips = make([]cachedAt, 0, len(c.skip))
+	for k, g := range c.skip {
+		skips = append(skips, cachedAt{k, g})
+	}
+	return entries, skips
+}
+
+// dropAt removes k's entry (skip: its skip record) if it still holds
+// generation, and reports whether it did: one put since holds another.
+func (c *vectorCache) dropAt(k cacheKey, generation int64, skip bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if skip {
+		if g, ok := c.skip[k]; ok && g == generation {
+			delete(c.skip, k)
+			return true
+		}
+		return false
+	}
+	el := c.byKey[k]
+	if el == nil || el.Value.(*userVectors).generation != generation {
+		return false
+	}
+	c.used -= el.Value.(*userVectors).bytes
+	c.order.Remove(el)
+	delete(c.byKey, k)
+	return true
+}
+
 // size returns the users cached and their bytes.
 func (c *vectorCache) size() (int, int64) {
 	c.mu.Lock()
