@@ -77,9 +77,10 @@ type PruneReport struct {
 	ChunkVectorsRemoved int64 `json:"chunk_vectors_removed,omitempty"`
 	RemovedForCap       int64 `json:"removed_for_cap"`
 	// ContextSpared is set when the size without any context item is over
-	// the limit (see store.SizeReport.FloorBytes, and the text of pending
-	// and failed turns): deleting context could not meet the limit, so
-	// none was deleted for size.
+	// the limit (see store.SizeReport.FloorBytes, the text of pending and
+	// failed turns, and that of turns the stream stored in the last hour,
+	// which clearTextForSize spares): deleting context could not meet the
+	// limit, so none was deleted for size.
 	ContextSpared bool `json:"context_spared"`
 	// OverLimit is set when the size is still over the limit afterwards.
 	OverLimit bool             `json:"over_limit"`
@@ -165,7 +166,7 @@ func (p *pruneWorker) Work(ctx context.Context, job *river.Job[PruneArgs]) error
 			"removed_for_size", rep.RemovedForSize, "live_bytes", rep.After.LiveBytes, "max_db_size", cfg.MaxDBSize)
 	case rep.OverLimit:
 		// Said on every run until it holds: the operator must act.
-		p.w.logger.Warn("memory is over its size limit and pruning cannot reach it: it spares context when deleting all of it would not be enough (facts, fact history, documents and the text of turns pending or failed extraction stay); raise the limit",
+		p.w.logger.Warn("memory is over its size limit and pruning cannot reach it: it spares context when deleting all of it would not be enough (facts, fact history, documents and the text of turns pending or failed extraction, or stored in the last hour, stay; the last hour's is cleared once it is an hour old); raise the limit if this lasts for more than an hour",
 			"live_bytes", rep.After.LiveBytes, "max_db_size", cfg.MaxDBSize, "floor_bytes", rep.After.FloorBytes,
 			"retained_turn_text_bytes", rep.After.TurnTextBytes, "context_spared", rep.ContextSpared)
 	}

@@ -67,7 +67,7 @@ func pruneError(rep worker.PruneReport, limit int64) error {
 	}
 	switch {
 	case rep.OverLimit && rep.ContextSpared:
-		return errors.New("still over --max-db-size: deleting every context item would not reach it, so none was deleted for size (the text of turns pending or failed extraction stays, with facts, fact history and documents); raise the limit")
+		return errors.New("still over --max-db-size: deleting every context item would not reach it, so none was deleted for size (the text of turns pending or failed extraction, or stored in the last hour, stays, with facts, fact history and documents; the last hour's is cleared once it is an hour old); raise the limit if it stays over for more than an hour")
 	case rep.OverLimit:
 		// Context was deleted (or was held by writes), but memory written
 		// while it pruned left it over: not the floor; the next prune

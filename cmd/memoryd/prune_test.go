@@ -84,6 +84,9 @@ func TestPruneErrorSaysWhy(t *testing.T) {
 		{"under the limit", worker.PruneReport{After: store.SizeReport{LiveBytes: 900, FloorBytes: 100}}, ""},
 		{"floor over the limit", worker.PruneReport{OverLimit: true, ContextSpared: true, After: store.SizeReport{LiveBytes: 1500, FloorBytes: 1200}}, "cannot go under"},
 		{"context spared", worker.PruneReport{OverLimit: true, ContextSpared: true, After: store.SizeReport{LiveBytes: 1500, FloorBytes: 900}}, "none was deleted for size"},
+		// The last hour's turn text, which pruning spares, is named: over
+		// the limit for that alone, the limit holds an hour later.
+		{"context spared for recent text", worker.PruneReport{OverLimit: true, ContextSpared: true, After: store.SizeReport{LiveBytes: 1500, FloorBytes: 900}}, "stored in the last hour"},
 		{"written while it pruned", worker.PruneReport{OverLimit: true, RemovedForSize: 89, After: store.SizeReport{LiveBytes: 1100, FloorBytes: 100}}, "after deleting 89 context items"},
 	}
 	for _, tt := range tests {
