@@ -20,7 +20,7 @@ import (
 // handed out. The process's next claim prefers a schema it parked a pool
 // for, and gets the pool with it. A schema keeps its relations' OIDs
 // through the renames of claim and give-back, so the connections'
-// prepared statements, plans and caches stay right for it; only its name
+// catalog caches stay right for it; only its name
 // changes, set on each connection as it is next acquired, or as it opens
 // (search_path, and application_name, by which give-back ends the
 // schema's sessions).
@@ -235,15 +235,20 @@ func (w *warmPool) park() bool {
 // resetSession undoes what a test may have left in a session: the role,
 // settings (search_path and application_name among them), LISTENs,
 // advisory locks, cursors, temporary tables, the sequences' last values,
-// statements PREPAREd in SQL. It then sends the session's pending
-// activity statistics, as an ended session does (see settle), and names
-// it parked. pgx's prepared statements stay: pgx caches them, and they
-// name the schema's relations by OID.
+// prepared statements, pgx's and those PREPAREd in SQL. It then sends the
+// session's pending activity statistics, as an ended session does (see
+// settle), and names it parked. pgx's statements go too: a test may
+// change a table's columns (ALTER COLUMN ... TYPE), and a statement an
+// earlier test prepared then fails in it with "cached plan must not
+// change result type" (a store test did, now and then, depending on
+// which tests its pool had served); the backend's catalog caches, the
+// most of what a warm connection spares, stay.
 func resetSession(ctx context.Context, c *pgx.Conn) bool {
-	// The role first (RESET ALL leaves it), and the statements PREPAREd
-	// in SQL, which pgx's are not.
-	sql := "SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UNLISTEN *; SELECT pg_advisory_unlock_all(); CLOSE ALL; DISCARD TEMP; DISCARD SEQUENCES; " +
-		"DO $$DECLARE n text; BEGIN FOR n IN SELECT name FROM pg_prepared_statements WHERE from_sql LOOP EXECUTE 'DEALLOCATE ' || quote_ident(n); END LOOP; END$$; "
+	if c.DeallocateAll(ctx) != nil {
+		return false
+	}
+	// The role first (RESET ALL leaves it).
+	sql := "SET SESSION AUTHORIZATION DEFAULT; RESET ALL; UNLISTEN *; SELECT pg_advisory_unlock_all(); CLOSE ALL; DISCARD TEMP; DISCARD SEQUENCES; "
 	if serverMajor(c.PgConn()) >= 14 {
 		sql += "SET client_connection_check_interval = '" + clientCheckInterval + "'; "
 	}

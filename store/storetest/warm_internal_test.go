@@ -342,3 +342,46 @@ func TestWarmPoolClaimedBesideALeakedAcquire(t *testing.T) {
 		}
 	})
 }
+
+// TestWarmPoolForgetsPreparedStatements: a statement a test's pool
+// prepared is not on its sessions in the next test: that test may change
+// the table's columns, and the statement would then fail in it ("cached
+// plan must not change result type", 0A000: a store test changing a
+// column's collation failed so, depending on the tests its pool had
+// served before).
+func TestWarmPoolForgetsPreparedStatements(t *testing.T) {
+	ownFingerprint(t)
+	ctx := context.Background()
+	// A parameter: pgx sends a statement without one as simple protocol,
+	// unprepared.
+	const query = `SELECT key FROM fact_history WHERE user_id = $1`
+	var pool *pgxpool.Pool
+	t.Run("first", func(t *testing.T) {
+		pool = New(t).Pool()
+		// On every session the pool opens: the next test's may be any.
+		for range MaxConns {
+			c, err := pool.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Release()
+			if _, err := c.Exec(ctx, query, "u"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	t.Run("second", func(t *testing.T) {
+		s := New(t)
+		if s.Pool() != pool {
+			t.Skip("the next test of the process got a new pool, not the one parked with the schema")
+		}
+		if _, err := s.Pool().Exec(ctx, `ALTER TABLE fact_history ALTER COLUMN key TYPE varchar(200)`); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range idleConns(t, s.Pool()) {
+			if _, err := c.Exec(ctx, query, "u"); err != nil {
+				t.Errorf("session %d: %s after the column's type changed: %v", c.Conn().PgConn().PID(), query, err)
+			}
+		}
+	})
+}
