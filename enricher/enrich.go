@@ -762,9 +762,12 @@ func (s *Service) ranked(ctx context.Context, q store.SearchQuery, qv []float32,
 	// (injectDocs keeps max_results at most).
 	reserve := p.maxResults * reserveShare
 	if qv == nil {
-		facts, cands, items, _, err = prunedRead(ctx, read, q, ReadPrune(), p.at, p.threshold, p.maxResults, reserve)
+		facts, cands, items, _, err = prunedRead(ctx, read, q, s.small.prune(q.UserID), p.at, p.threshold, p.maxResults, reserve)
 		if err != nil {
 			return nil, nil, false, err
+		}
+		if q.Prunable() {
+			s.small.record(q.UserID, cands.Stats.Items)
 		}
 		// The read's exact top max_results first; the reserves are the
 		// next of its candidates, those a pruned read's bound shows to

@@ -43,6 +43,11 @@ func (s *pruneStore) SearchCandidates(ctx context.Context, q store.SearchQuery) 
 // read records and makes one read of q.
 func (s *pruneStore) read(q store.SearchQuery, do func(store.SearchQuery) (store.Candidates, error)) (store.Candidates, error) {
 	kind := "full"
+	if !s.full && q.Prunable() && q.Prune.Share == 0 && len(q.Prune.Except) == 0 {
+		// A user enrich saw under the fewest items for pruning is read
+		// plainly (TestSmallUserReadPlainly); here every user is pruned.
+		q.Prune = enricher.ReadPrune()
+	}
 	switch {
 	case len(q.Prune.Except) > 0:
 		kind = "rest"
@@ -358,5 +363,73 @@ func readsBetween(st *store.Store, reads *[]string, between func(context.Context
 			between(ctx, c)
 		}
 		return nil, c, err
+	}
+}
+
+// askedStore is a real store that records the Prune of each keyword-only
+// read of all a user's memory, as asked.
+type askedStore struct {
+	*store.Store
+	mu    sync.Mutex
+	asked []bool // whether each read was asked to prune
+}
+
+func (s *askedStore) note(q store.SearchQuery) {
+	if !q.Prunable() || len(q.Prune.Except) > 0 {
+		return
+	}
+	s.mu.Lock()
+	s.asked = append(s.asked, q.Prune.Share > 0)
+	s.mu.Unlock()
+}
+
+func (s *askedStore) Recall(ctx context.Context, q store.RecallQuery) ([]store.Fact, store.Candidates, error) {
+	s.note(q.SearchQuery)
+	return s.Store.Recall(ctx, q)
+}
+
+func (s *askedStore) SearchCandidates(ctx context.Context, q store.SearchQuery) (store.Candidates, error) {
+	s.note(q)
+	return s.Store.SearchCandidates(ctx, q)
+}
+
+func (s *askedStore) take() []bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.asked
+	s.asked = nil
+	return a
+}
+
+// TestSmallUserReadPlainly: a user far under the fewest items for pruning
+// is read with the pruned statement the first time enrich or search meets
+// them (nothing is known of them yet), and with the plain one after, by
+// both: the pruned statement prunes nothing for them and costs more. A
+// scoped read (its statistics are the scope's) teaches nothing.
+func TestSmallUserReadPlainly(t *testing.T) {
+	t.Parallel()
+	st := &askedStore{Store: storetest.New(t)}
+	insertContext(t, st.Store, store.ContextWrite{UserID: "u", Question: "Where does my sister live?", Answer: "In Porto.", CreatedAt: time.Now()})
+	insertContext(t, st.Store, store.ContextWrite{UserID: "v", Question: "Where does my sister live?", Answer: "In Lyon.", CreatedAt: time.Now()})
+	h := start(t, st, nil)
+	req := events.EnrichRequest{UserID: "u", Message: "where does my sister live?"}
+	if r := enrich(t, h, req); len(r.Context) == 0 {
+		t.Fatalf("enrich found nothing: %+v", r)
+	}
+	enrich(t, h, req)
+	if _, err := h.client.Search(ctxT(t), events.SearchRequest{UserID: "u", Query: "sister"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := st.take(), []bool{true, false, false}; !slices.Equal(got, want) {
+		t.Errorf("u's reads asked to prune %v, want %v", got, want)
+	}
+	// v's first reads are scoped (to a scope of none of v's items): v is
+	// still unknown after them.
+	for range 2 {
+		enrich(t, h, events.EnrichRequest{UserID: "v", Message: "where does my sister live?", Scope: "work"})
+	}
+	enrich(t, h, events.EnrichRequest{UserID: "v", Message: "where does my sister live?"})
+	if got, want := st.take(), []bool{true}; !slices.Equal(got, want) {
+		t.Errorf("v's unscoped read asked to prune %v, want %v", got, want)
 	}
 }

@@ -37,6 +37,8 @@ type memoryReads struct {
 	dailyCap int64
 	// hybrid makes search hybrid (hybrid.go); nil: lexical.
 	hybrid *hybrid
+	// small is the service's, shared with enrich.
+	small *smallUsers
 }
 
 func (r memoryReads) search(token string, data []byte) (call, error) {
@@ -113,8 +115,13 @@ func (r memoryReads) search(token string, data []byte) (call, error) {
 				return nil, err
 			}
 			items = fuse(cands, vec, time.Time{}, 0, limit)
-		} else if _, cands, items, _, err = PrunedRead(ctx, read, q, ReadPrune(), time.Time{}, 0, limit); err != nil {
-			return nil, err
+		} else {
+			if _, cands, items, _, err = PrunedRead(ctx, read, q, r.small.prune(q.UserID), time.Time{}, 0, limit); err != nil {
+				return nil, err
+			}
+			if q.Prunable() {
+				r.small.record(q.UserID, cands.Stats.Items)
+			}
 		}
 		if !cands.Texts {
 			if items, err = r.store.ContextTexts(ctx, req.UserID, items); err != nil {

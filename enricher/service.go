@@ -49,8 +49,10 @@ type Service struct {
 	working WorkObserver
 	failed  ErrorObserver // nil unless Config.Observer is one
 	reads   memoryReads
-	writes  memoryWrites
-	admin   adminOps
+	// small is which users' keyword-only reads skip the pruned statement.
+	small  *smallUsers
+	writes memoryWrites
+	admin  adminOps
 	// exportBuilds holds the one slot for reading a whole export into
 	// memory (see exports.build).
 	exportBuilds chan struct{}
@@ -129,7 +131,8 @@ func New(cfg Config) (*Service, error) {
 		_, _ = rand.Read(s.traceKey) // never fails (crypto/rand)
 	}
 	s.hybrid = newHybrid(cfg, s.logger)
-	s.reads = memoryReads{store: cfg.Store, dailyCap: cfg.DailyTokensPerUser, hybrid: s.hybrid}
+	s.small = newSmallUsers()
+	s.reads = memoryReads{store: cfg.Store, dailyCap: cfg.DailyTokensPerUser, hybrid: s.hybrid, small: s.small}
 	s.admin = adminOps{forget: cfg.Forget, logger: s.logger}
 	for _, ep := range s.endpoints() {
 		s.stats[ep.name] = &endpointStats{}

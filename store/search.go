@@ -104,8 +104,13 @@ type Prune struct {
 // pruned reports whether q's candidates may be pruned (or are the rest of
 // a pruned read).
 func (q SearchQuery) pruned() bool {
-	return (q.Prune.Share > 0 || len(q.Prune.Except) > 0) && q.Scope == "" && !q.ranged() && !q.Hybrid
+	return (q.Prune.Share > 0 || len(q.Prune.Except) > 0) && q.Prunable()
 }
+
+// Prunable reports whether a Prune applies to q: a keyword-only read of
+// all the user's memory (no scope, range or vectors), whose Stats then
+// count all the user's items.
+func (q SearchQuery) Prunable() bool { return q.Scope == "" && !q.ranged() && !q.Hybrid }
 
 // ranged reports whether q has a range.
 func (q SearchQuery) ranged() bool { return !q.Since.IsZero() || !q.Until.IsZero() }
