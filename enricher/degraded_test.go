@@ -94,7 +94,9 @@ func TestDegradedWhenPostgresHangs(t *testing.T) {
 	p.Close()
 	p.Open(true) // accepts, never answers
 	var obs reasons
-	h := start(t, storeAt(t, url, p.addr), obs.observed)
+	// Start waits up to WriteTimeout (5 s by default) to warm the pool
+	// before it starts anyway; enrich's bound is Timeout (100ms).
+	h := start(t, storeVia(t, url, p), func(c *enricher.Config) { obs.observed(c); c.WriteTimeout = time.Second })
 	r := enrichDegraded(t, h, "u")
 	if r.Reason != "memory store did not answer within 100ms" {
 		t.Fatalf("reason %q", r.Reason)
@@ -133,7 +135,7 @@ func TestRecoversWhenPostgresReturns(t *testing.T) {
 	direct := storetest.Unmigrated(t, url) // migrated
 	insertContext(t, direct, store.ContextWrite{UserID: "u", Question: "What is my dog called?", Answer: "Rex", CreatedAt: time.Now()})
 	p := newProxy(t)
-	st := storeAt(t, url, p.addr)
+	st := storeVia(t, url, p)
 	// A generous budget: this test is about recovering, not speed; the
 	// outage's degraded replies come at once (connections refused).
 	h := start(t, st, func(c *enricher.Config) { c.Timeout = 2 * time.Second })

@@ -327,6 +327,18 @@ func storeAt(t *testing.T, url, addr string) *store.Store {
 	return store.New(pool)
 }
 
+// storeVia is storeAt on p's address, with p's connections cut before the
+// store's pool closes when the test ends (after the service's Stop): a
+// connection the pool gave up on while Postgres hung is closed with a
+// cancel request, whose answer pgx waits up to 15 s for; cut, it ends at
+// once. Nothing the tests check comes after.
+func storeVia(t *testing.T, url string, p *proxy) *store.Store {
+	t.Helper()
+	st := storeAt(t, url, p.addr)
+	t.Cleanup(p.Close)
+	return st
+}
+
 // blockingStore's Recall ignores its context and blocks until the test ends:
 // a store that misbehaves as badly as possible.
 type blockingStore struct {

@@ -207,7 +207,7 @@ func TestEnrichAnsweredWhilePostgresHangsUnderSearchFlood(t *testing.T) {
 	t.Parallel()
 	_, url := storetest.Schema(t)
 	p := newProxy(t)
-	h := start(t, storeAt(t, url, p.addr), withTimeout)
+	h := start(t, storeVia(t, url, p), withTimeout)
 	p.Close()
 	p.Open(true) // pooled connections cut; new ones accepted and never answered
 
