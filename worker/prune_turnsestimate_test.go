@@ -21,7 +21,10 @@ import (
 // database could grow past --max-db-size by that much (a review: 262 KB
 // for turns that take 385 KB packed). It is lowered in proportion now.
 func TestTurnsEstimateAfterTheFilesShrink(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
+	// A database of its own, as the prune tests': the VACUUMs remove
+	// dead versions that no other test's snapshot holds.
 	s := storetest.Open(t, storetest.Database(t))
 	exec := func(q string) { t.Helper(); execSQL(t, s, q) }
 	insert := func(user, message string) {
@@ -73,7 +76,10 @@ func TestTurnsEstimateAfterTheFilesShrink(t *testing.T) {
 // third, under what the turns take packed (a review: 5.54 MB where they
 // took about 7 MB); only the heap and its indexes are scaled now.
 func TestTurnsEstimateAfterAReplayOfLongTurns(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
+	// A database of its own, as the prune tests': the VACUUMs remove
+	// dead versions that no other test's snapshot holds.
 	s := storetest.Open(t, storetest.Database(t))
 	exec := func(q string) { t.Helper(); execSQL(t, s, q) }
 	var turns []store.Turn

@@ -18,8 +18,9 @@ import (
 // failed: the chaos test saw `replay` exit 1 on "requeue turns: deadlock
 // detected".
 func TestRequeueRetriesADeadlock(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	s := storetest.New(t)
+	s := storetest.New(t) // a schema of its own: pg_locks is read for its turns table only
 	enq, err := NewEnqueuer(EnqueuerConfig{Store: s, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
