@@ -291,7 +291,7 @@ func (a *App) WaitExtractedUpTo(ctx context.Context, users []string, maxSeq uint
 		// Bounded: a database that stops answering without closing the
 		// connection (a failover, a partition) would hold one check, and
 		// the wait, past waitOutage.
-		cctx, cancel := context.WithTimeout(ctx, waitCheckTimeout)
+		cctx, cancel := context.WithTimeout(ctx, a.waitCheckTimeout)
 		defer cancel()
 		n, err := s.PendingTurnsUpTo(cctx, users, maxSeq)
 		if err != nil {
@@ -303,16 +303,18 @@ func (a *App) WaitExtractedUpTo(ctx context.Context, users []string, maxSeq uint
 		last = n
 		return n == 0, nil
 	}
-	return poll(ctx, 200*time.Millisecond, throughOutage(ctx, check, waitOutage, time.Now, a.logger))
+	return poll(ctx, 200*time.Millisecond, throughOutage(ctx, check, a.waitOutage, time.Now, a.logger))
 }
 
-// waitOutage is how long WaitExtracted polls through a database that does
-// not answer (restarted, failed over) before it gives up: the extraction
-// workers of the process wait it out too, and a replay that had read
-// everything back should not end on a blip.
+// defaultWaitOutage is how long WaitExtracted polls through a database
+// that does not answer (restarted, failed over) before it gives up: the
+// extraction workers of the process wait it out too, and a replay that had
+// read everything back should not end on a blip.
 //
-// waitCheckTimeout bounds each of its checks. Variables for the tests.
-var waitOutage, waitCheckTimeout = 2 * time.Minute, 15 * time.Second
+// defaultWaitCheckTimeout bounds each of its checks. An App's own fields
+// (waitOutage, waitCheckTimeout), so that a test shortening them runs
+// beside others.
+const defaultWaitOutage, defaultWaitCheckTimeout = 2 * time.Minute, 15 * time.Second
 
 // throughOutage is check, its errors taken for "not yet" until they have
 // lasted bound without a success in between (then the last one is

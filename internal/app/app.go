@@ -45,6 +45,9 @@ type App struct {
 	// bounded it (replay's batches are larger, see ReplayJobSize).
 	autoJobSize bool
 	jobSize     int
+	// waitOutage and waitCheckTimeout are WaitExtracted's bounds:
+	// defaultWaitOutage and defaultWaitCheckTimeout, shorter in a test.
+	waitOutage, waitCheckTimeout time.Duration
 
 	mu       sync.Mutex
 	store    *store.Store
@@ -101,7 +104,8 @@ func New(cfg Config) (*App, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, logger: cfg.Logger, autoJobSize: asked == 0, jobSize: asked}
+	a := &App{cfg: cfg, logger: cfg.Logger, autoJobSize: asked == 0, jobSize: asked,
+		waitOutage: defaultWaitOutage, waitCheckTimeout: defaultWaitCheckTimeout}
 	if cfg.BackPressure.Latency > 0 {
 		a.pressure = newPressure(cfg.BackPressure.Latency, cfg.BackPressure.GiveWay)
 		if cfg.BackPressure.GiveWay > 0 {

@@ -95,6 +95,7 @@ func (p *frozenProxy) close() {
 // when the caller's context does (before: a check hung as long as the
 // connection, with no deadline of its own).
 func TestWaitExtractedGivesUpOnAFrozenDatabase(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t)
 	u, err := url.Parse(cfg.Store.URL)
 	if err != nil {
@@ -120,8 +121,7 @@ func TestWaitExtractedGivesUpOnAFrozenDatabase(t *testing.T) {
 	if err := a.WaitExtracted(ctx, nil, nil); err != nil { // nothing pending
 		t.Fatal(err)
 	}
-	defer func(o, c time.Duration) { waitOutage, waitCheckTimeout = o, c }(waitOutage, waitCheckTimeout)
-	waitOutage, waitCheckTimeout = time.Second, 200*time.Millisecond
+	a.waitOutage, a.waitCheckTimeout = time.Second, 200*time.Millisecond
 	p.freeze()
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
