@@ -26,6 +26,7 @@ import (
 // "not connected: CLOSED" with /healthz 200, never recovering, even after
 // the server's configuration was rolled back, until it was restarted.
 func TestNATSConnectionOutlivesRefusedCredentials(t *testing.T) {
+	t.Parallel() // a nats-server and a connection of its own
 	conf := filepath.Join(t.TempDir(), "nats.conf")
 	setPassword := func(pw string) {
 		t.Helper()

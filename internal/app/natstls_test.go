@@ -20,6 +20,7 @@ import (
 // "nats error" (a rotation walk: one such line about every second), and
 // the connection comes back once the server takes the certificate again.
 func TestNATSRefusedCertificateIsOneHeldBackLine(t *testing.T) {
+	t.Parallel() // a nats-server, certificates and a connection of its own
 	dir := t.TempDir()
 	ca := certtest.NewCA(t, dir, "ca")
 	other := certtest.NewCA(t, dir, "other") // did not sign the client certificate
@@ -69,6 +70,7 @@ func TestNATSRefusedCertificateIsOneHeldBackLine(t *testing.T) {
 // nats check says why, not only "not connected: RECONNECTING" (a review:
 // nothing in the log or /readyz named the certificate).
 func TestNATSUntrustedServerCertificateSaysWhy(t *testing.T) {
+	t.Parallel() // a nats-server, certificates and a connection of its own
 	dir := t.TempDir()
 	ca := certtest.NewCA(t, dir, "ca")
 	other := certtest.NewCA(t, dir, "other") // memoryd does not trust it
