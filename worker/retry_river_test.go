@@ -195,10 +195,14 @@ func TestModelAnswering500sWaits(t *testing.T) {
 	e := setup(t)
 	const down = 30 // requests answered 500
 	llm := modelDownWith(t, -1, down, extractortest.Error(http.StatusInternalServerError, "model runner restarting"))
-	e.start(llm, func(c *worker.Config) { c.MaxAttempts = 3 })
+	// The turns are in the stream before the worker starts: published
+	// while it ran, a loaded machine could leave the first one alone long
+	// enough for its three attempts to be one request's 500s in a row,
+	// that turn's own failure (seen: -cpu 1, 1 turn failed).
 	for i := range 6 {
 		e.publish(events.Turn{ID: fmt.Sprintf("t%d", i), UserID: fmt.Sprintf("user%d", i), UserMessage: fmt.Sprintf("My name is Alice and I have %d cats.", i)})
 	}
+	e.start(llm, func(c *worker.Config) { c.MaxAttempts = 3 })
 	if st := e.waitDone(6); st.TurnsProcessed != 6 {
 		t.Fatalf("stats %+v after a model outage of %d 500s, want 6 turns processed and none failed", st, down)
 	}
