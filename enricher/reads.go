@@ -119,7 +119,9 @@ func (r memoryReads) search(token string, data []byte) (call, error) {
 			if _, cands, items, _, err = PrunedRead(ctx, read, q, r.small.prune(q.UserID), time.Time{}, 0, limit); err != nil {
 				return nil, err
 			}
-			if q.Prunable() {
+			// A search of no usable keyword ("?") reads nothing (no
+			// round trip): its zero items count nothing.
+			if q.Prunable() && cands.Stats.Items > 0 {
 				r.small.record(q.UserID, cands.Stats.Items)
 			}
 		}

@@ -1,6 +1,7 @@
 package enricher
 
 import (
+	"context"
 	"fmt"
 	"testing"
 )
@@ -31,5 +32,29 @@ func TestSmallUsers(t *testing.T) {
 	}
 	if !pruned("a") {
 		t.Error("the first user is still held after the set filled")
+	}
+}
+
+// TestSmallUsersNotRecordedWithoutARead: a search with no usable keyword
+// ("?") reads nothing (store: no round trip), so its zero items are no
+// count of the user's memory; recorded, they made a heavy user's next
+// reads the plain statement.
+func TestSmallUsersNotRecordedWithoutARead(t *testing.T) {
+	t.Parallel()
+	s := startInternal(t)
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	search := func(query string) {
+		t.Helper()
+		c, err := s.reads.search("alice", []byte(`{"user_id":"alice","query":"`+query+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	search("?")
+	if s.small.prune("alice").Share == 0 {
+		t.Error(`after a search of "?", alice is taken for a small user`)
 	}
 }
