@@ -24,6 +24,10 @@ type pruneStore struct {
 	full  bool
 	mu    sync.Mutex
 	reads []string // "pruned", "pruned, skipped", "rest" or "full", in order
+	// asked is, for each keyword-only read of all a user's memory but a
+	// rest read, whether enrich or search asked it to prune, before the
+	// store made it prune (or not, with full).
+	asked []bool
 }
 
 func (s *pruneStore) Recall(ctx context.Context, q store.RecallQuery) ([]store.Fact, store.Candidates, error) {
@@ -43,6 +47,11 @@ func (s *pruneStore) SearchCandidates(ctx context.Context, q store.SearchQuery) 
 // read records and makes one read of q.
 func (s *pruneStore) read(q store.SearchQuery, do func(store.SearchQuery) (store.Candidates, error)) (store.Candidates, error) {
 	kind := "full"
+	if q.Prunable() && len(q.Prune.Except) == 0 {
+		s.mu.Lock()
+		s.asked = append(s.asked, q.Prune.Share > 0)
+		s.mu.Unlock()
+	}
 	if !s.full && q.Prunable() && q.Prune.Share == 0 && len(q.Prune.Except) == 0 {
 		// A user enrich saw under the fewest items for pruning is read
 		// plainly (TestSmallUserReadPlainly); here every user is pruned.
@@ -68,12 +77,17 @@ func (s *pruneStore) read(q store.SearchQuery, do func(store.SearchQuery) (store
 	return c, err
 }
 
-func (s *pruneStore) take() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r := s.reads
-	s.reads = nil
-	return r
+func (s *pruneStore) take() []string { return takeAll(&s.mu, &s.reads) }
+
+func (s *pruneStore) takeAsked() []bool { return takeAll(&s.mu, &s.asked) }
+
+// takeAll returns *list and empties it, under mu.
+func takeAll[T any](mu *sync.Mutex, list *[]T) []T {
+	mu.Lock()
+	defer mu.Unlock()
+	l := *list
+	*list = nil
+	return l
 }
 
 // TestEnrichPrunedReadIsExact: enrich's keyword read (and search's) skips
@@ -366,41 +380,6 @@ func readsBetween(st *store.Store, reads *[]string, between func(context.Context
 	}
 }
 
-// askedStore is a real store that records the Prune of each keyword-only
-// read of all a user's memory, as asked.
-type askedStore struct {
-	*store.Store
-	mu    sync.Mutex
-	asked []bool // whether each read was asked to prune
-}
-
-func (s *askedStore) note(q store.SearchQuery) {
-	if !q.Prunable() || len(q.Prune.Except) > 0 {
-		return
-	}
-	s.mu.Lock()
-	s.asked = append(s.asked, q.Prune.Share > 0)
-	s.mu.Unlock()
-}
-
-func (s *askedStore) Recall(ctx context.Context, q store.RecallQuery) ([]store.Fact, store.Candidates, error) {
-	s.note(q.SearchQuery)
-	return s.Store.Recall(ctx, q)
-}
-
-func (s *askedStore) SearchCandidates(ctx context.Context, q store.SearchQuery) (store.Candidates, error) {
-	s.note(q)
-	return s.Store.SearchCandidates(ctx, q)
-}
-
-func (s *askedStore) take() []bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a := s.asked
-	s.asked = nil
-	return a
-}
-
 // TestSmallUserReadPlainly: a user far under the fewest items for pruning
 // is read with the pruned statement the first time enrich or search meets
 // them (nothing is known of them yet), and with the plain one after, by
@@ -408,7 +387,7 @@ func (s *askedStore) take() []bool {
 // scoped read (its statistics are the scope's) teaches nothing.
 func TestSmallUserReadPlainly(t *testing.T) {
 	t.Parallel()
-	st := &askedStore{Store: storetest.New(t)}
+	st := &pruneStore{Store: storetest.New(t), full: true}
 	insertContext(t, st.Store, store.ContextWrite{UserID: "u", Question: "Where does my sister live?", Answer: "In Porto.", CreatedAt: time.Now()})
 	insertContext(t, st.Store, store.ContextWrite{UserID: "v", Question: "Where does my sister live?", Answer: "In Lyon.", CreatedAt: time.Now()})
 	h := start(t, st, nil)
@@ -420,7 +399,7 @@ func TestSmallUserReadPlainly(t *testing.T) {
 	if _, err := h.client.Search(ctxT(t), events.SearchRequest{UserID: "u", Query: "sister"}); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := st.take(), []bool{true, false, false}; !slices.Equal(got, want) {
+	if got, want := st.takeAsked(), []bool{true, false, false}; !slices.Equal(got, want) {
 		t.Errorf("u's reads asked to prune %v, want %v", got, want)
 	}
 	// v's first reads are scoped (to a scope of none of v's items): v is
@@ -429,7 +408,7 @@ func TestSmallUserReadPlainly(t *testing.T) {
 		enrich(t, h, events.EnrichRequest{UserID: "v", Message: "where does my sister live?", Scope: "work"})
 	}
 	enrich(t, h, events.EnrichRequest{UserID: "v", Message: "where does my sister live?"})
-	if got, want := st.take(), []bool{true}; !slices.Equal(got, want) {
+	if got, want := st.takeAsked(), []bool{true}; !slices.Equal(got, want) {
 		t.Errorf("v's unscoped read asked to prune %v, want %v", got, want)
 	}
 }

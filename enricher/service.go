@@ -391,6 +391,21 @@ func (s *Service) endRequest() {
 // it, and so is reported as one of the requests Stop cancelled.
 func (s *Service) Halted() context.Context { return s.halted }
 
+// untilQuit returns a context of parent that is also cancelled when Stop
+// begins (s.quit closes); its goroutine ends with the context, so the
+// caller's cancel must run.
+func (s *Service) untilQuit(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	go func() {
+		select {
+		case <-s.quit:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 // haltWait bounds how long Stop waits, past its deadline, for the requests
 // it cancelled to answer. A cancelled query returns at once; this is
 // for a store that does not answer at all.
@@ -417,15 +432,8 @@ func (s *Service) warm() {
 	go func() {
 		defer s.work.Done()
 		defer s.warming.Store(false)
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := s.untilQuit(context.Background())
 		defer cancel()
-		go func() {
-			select {
-			case <-s.quit:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
 		backoff := 50 * time.Millisecond
 		for try := 1; try <= maxWarmTries; try++ {
 			tryCtx, tryCancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)

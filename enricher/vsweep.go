@@ -107,15 +107,8 @@ func (s *Service) startSweeper() {
 		defer s.work.Done()
 		// A sweep under way ends with the service's stop: Stop waits for
 		// s.work, and a sweep has nothing to finish.
-		base, stop := context.WithCancel(s.halted)
+		base, stop := s.untilQuit(s.halted)
 		defer stop()
-		go func() {
-			select {
-			case <-s.quit:
-				stop()
-			case <-base.Done():
-			}
-		}()
 		t := time.NewTicker(vectorSweepEvery)
 		defer t.Stop()
 		for {
