@@ -380,19 +380,21 @@ const (
 	deleteDrainEvery = 32
 )
 
-// deleteMsgs overwrites and deletes the messages at seqs, counting one
-// already gone as deleted (another forget of the user, or ingest erasing an
-// opted-out event, got there first), and acknowledges those it deleted on
-// the stream's consumers (releaseErased; a failure there is logged). On an
-// error it stops sending and returns the first error once the requests in
-// flight are answered.
+// deleteMsgs overwrites and deletes the messages at seqs, and returns how
+// many it deleted itself: one already gone (another forget of the user, or
+// ingest erasing an opted-out event, got there first) is no error, and is
+// not counted (protocol.md: each forget's counts are what it deleted
+// itself). It acknowledges the messages gone on the stream's consumers
+// (releaseErased; a failure there is logged). On an error it stops sending
+// and returns the first error once the requests in flight are answered.
 func deleteMsgs(ctx context.Context, js jetstream.JetStream, st jetstream.Stream, seqs []uint64, logger *slog.Logger) (uint64, error) {
 	var (
-		mu     sync.Mutex
-		erased []uint64
-		first  error
-		wg     sync.WaitGroup
-		slots  = make(chan struct{}, deleteInFlight)
+		mu      sync.Mutex
+		erased  []uint64
+		deleted uint64
+		first   error
+		wg      sync.WaitGroup
+		slots   = make(chan struct{}, deleteInFlight)
 	)
 	defer func() { releaseErasedOrWarn(ctx, js, st, erased, logger) }()
 	failed := func() bool { mu.Lock(); defer mu.Unlock(); return first != nil }
@@ -407,19 +409,22 @@ func deleteMsgs(ctx context.Context, js jetstream.JetStream, st jetstream.Stream
 		wg.Add(1)
 		go func() {
 			defer func() { <-slots; wg.Done() }()
-			err := deleteEvent(ctx, st, seq, true)
+			gone, err := deleteEvent(ctx, st, seq, true)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case err == nil:
 				erased = append(erased, seq)
+				if !gone {
+					deleted++
+				}
 			case first == nil:
 				first = fmt.Errorf("forget: delete event %d: %w", seq, err)
 			}
 		}()
 	}
 	wg.Wait()
-	return uint64(len(erased)), first
+	return deleted, first
 }
 
 // purgeDeadLetters deletes the dead letters attributed to the user (see
@@ -485,17 +490,23 @@ func purgeDeadLetters(ctx context.Context, js jetstream.JetStream, turns jetstre
 			case err != nil:
 				return dead, moved, fmt.Errorf("forget: read turn stream: %w", err)
 			case ev.Subject == m.subject && bytes.Equal(ev.Data, m.data):
-				if err := deleteEvent(dctx, turns, seq, true); err != nil {
+				gone, err := deleteEvent(dctx, turns, seq, true)
+				if err != nil {
 					return dead, moved, fmt.Errorf("forget: delete turn event %d: %w", seq, err)
 				}
 				erased = append(erased, seq)
-				moved++
+				if !gone {
+					moved++
+				}
 			}
 		}
-		if err := deleteEvent(dctx, dl, m.seq, false); err != nil {
+		gone, err := deleteEvent(dctx, dl, m.seq, false)
+		if err != nil {
 			return dead, moved, fmt.Errorf("forget: delete dead letter %d: %w", m.seq, err)
 		}
-		dead++
+		if !gone {
+			dead++
+		}
 	}
 	return dead, moved, nil
 }
@@ -511,24 +522,27 @@ const readPerStreamMsg = 20 * time.Microsecond
 const deadLetterReadPerMsg = 500 * time.Microsecond
 
 // deleteEvent deletes the message at seq from st (overwriting it first when
-// secure), and succeeds when it is already gone. The delete's own error
-// does not tell: nats.go wraps the server's answer ("sequence N not
-// found", code 10043) into ErrMsgDeleteUnsuccessful as text, so a failed
-// delete asks whether the message is still there.
-func deleteEvent(ctx context.Context, st jetstream.Stream, seq uint64, secure bool) error {
-	var err error
+// secure), and succeeds when it is already gone; gone says so (another
+// forget of the user, or ingest erasing an opted-out event, got there
+// first), so that a forget counts only what it deleted itself. The
+// delete's own error does not tell: nats.go wraps the server's answer
+// ("sequence N not found", code 10043) into ErrMsgDeleteUnsuccessful as
+// text, so a failed delete asks whether the message is still there (a
+// delete that failed on its way back, the message deleted, is counted
+// gone: a count too low by one, never one counted twice).
+func deleteEvent(ctx context.Context, st jetstream.Stream, seq uint64, secure bool) (gone bool, err error) {
 	if secure {
 		err = st.SecureDeleteMsg(ctx, seq)
 	} else {
 		err = st.DeleteMsg(ctx, seq)
 	}
 	if err == nil {
-		return nil
+		return false, nil
 	}
 	if _, gerr := st.GetMsg(ctx, seq); errors.Is(gerr, jetstream.ErrMsgNotFound) {
-		return nil
+		return true, nil
 	}
-	return err
+	return false, err
 }
 
 // deadLetterCovered reports whether tomb covers the event of the dead

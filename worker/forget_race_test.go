@@ -75,17 +75,21 @@ func (e *raceEnv) count(t *testing.T, subject string) uint64 {
 	return n
 }
 
-// deleteMsgs documents "counting one already gone as deleted": a message
-// another forget (or ingest's opt-out erase) deleted first must not fail it.
-func TestDeleteMsgsCountsAnAlreadyDeletedMessage(t *testing.T) {
+// A message another forget (or ingest's opt-out erase) deleted first must
+// not fail deleteMsgs, nor be counted: a forget's counts are what it deleted
+// itself (protocol.md, "Forget").
+func TestDeleteMsgsDoesNotCountAnAlreadyDeletedMessage(t *testing.T) {
 	e := raceSetup(t)
 	seqs := e.publishN(t, "dave", 3)
 	if err := e.st.DeleteMsg(e.ctx, seqs[1]); err != nil { // the other forget got there first
 		t.Fatal(err)
 	}
 	n, err := deleteMsgs(e.ctx, e.js, e.st, seqs, slog.Default())
-	if err != nil || n != 3 {
-		t.Fatalf("deleteMsgs = %d, %v; want 3 and no error (one already gone counts as deleted)", n, err)
+	if err != nil || n != 2 {
+		t.Fatalf("deleteMsgs = %d, %v; want 2 and no error (one already gone is not counted)", n, err)
+	}
+	if left := e.count(t, events.TurnSubject(e.prefix, "dave")); left != 0 {
+		t.Fatalf("dave's subject holds %d events, want none", left)
 	}
 }
 

@@ -50,7 +50,8 @@ func (e *env) firstOn(subject string) uint64 {
 }
 
 // Two forgets of the same user at once (a client that timed out and sent
-// the request again, as the protocol tells it to) both succeed.
+// the request again, as the protocol tells it to) both succeed, and each
+// counts what it deleted itself: every event once between them.
 func TestTwoForgetsOfTheSameUserAtOnce(t *testing.T) {
 	e := setup(t)
 	for i := range 2000 {
@@ -67,13 +68,19 @@ func TestTwoForgetsOfTheSameUserAtOnce(t *testing.T) {
 			out <- res{r, err}
 		}()
 	}
+	var counted []uint64
 	for range 2 {
-		if r := <-out; r.err != nil {
+		r := <-out
+		if r.err != nil {
 			t.Errorf("forget = %+v, %v", r.r, r.err)
 		}
+		counted = append(counted, r.r.StreamEvents)
 	}
 	if n := e.subjectMsgs(e.stream, events.TurnSubject(e.prefix, "dave")); n != 0 {
 		t.Errorf("dave's subject holds %d events after both forgets", n)
+	}
+	if counted[0]+counted[1] != 2000 {
+		t.Errorf("the forgets counted %v stream events, want 2000 between them (each what it deleted itself)", counted)
 	}
 }
 

@@ -451,7 +451,7 @@ func (w *Worker) erase(ctx context.Context, m jetstream.Msg) (done bool, err err
 	if err == nil {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		err = deleteEvent(ctx, w.ingestStream(), md.Sequence.Stream, true)
+		_, err = deleteEvent(ctx, w.ingestStream(), md.Sequence.Stream, true)
 	}
 	if err != nil && md != nil && md.NumDelivered < maxOptOutDeliveries {
 		_ = m.NakWithDelay(w.cfg.RetryBackoff)

@@ -392,7 +392,7 @@ func deleteForgotten(ctx context.Context, cfg ReplayConfig, seqs []uint64, p *Re
 	var erased []uint64
 	defer func() { releaseErasedOrWarn(dctx, cfg.JetStream, st, erased, cfg.Logger) }()
 	for i, seq := range seqs {
-		if err := deleteEvent(dctx, st, seq, true); err != nil {
+		if _, err := deleteEvent(dctx, st, seq, true); err != nil { // gone already counts: ForgottenDeleted is what is no longer there
 			cfg.Logger.Warn("replay could not delete events a forget covers; they stay skipped", "stream", cfg.Stream,
 				"first_seq", seq, "events", len(seqs)-i, "error", err)
 			return nil
