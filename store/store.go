@@ -139,6 +139,7 @@ type Store struct {
 	pool          *pgxpool.Pool
 	db            DBTX
 	hooks         *hookBox // shared by the Stores WithTx derives
+	holds         *holdBox // shared alike (hold.go)
 	schemaVersion int      // Config.SchemaVersion
 	created       bool     // Open created the database
 }
@@ -150,7 +151,9 @@ func (s *Store) CreatedDatabase() bool { return s.created }
 // New returns a Store over an existing pool. The caller keeps ownership of the
 // pool.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, db: pool, hooks: &hookBox{}}
+	s := &Store{pool: pool, db: pool, hooks: &hookBox{}}
+	s.holds = &holdBox{held: map[string]int{}, owner: s}
+	return s
 }
 
 // cancelDelay and closeDelay are when a statement whose context ended is
@@ -529,8 +532,12 @@ func createDatabase(ctx context.Context, cc *pgx.ConnConfig, logger *slog.Logger
 // Pool returns the underlying pool (for River, which shares it).
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// Close closes the pool. Only call it on a store from Open.
-func (s *Store) Close() { s.pool.Close() }
+// Close ends the process's holds (Hold) and closes the pool. Only call it
+// on a store from Open.
+func (s *Store) Close() {
+	s.holds.close()
+	s.pool.Close()
+}
 
 // ErrReadOnly is in Ping's error when Postgres answers but takes no
 // writes.
@@ -564,7 +571,7 @@ func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx, q *Store) error) er
 // WithTx returns a Store whose queries run in tx, for callers that manage
 // the transaction themselves.
 func (s *Store) WithTx(tx pgx.Tx) *Store {
-	return &Store{pool: s.pool, db: tx, hooks: s.hooks, schemaVersion: s.schemaVersion}
+	return &Store{pool: s.pool, db: tx, hooks: s.hooks, holds: s.holds, schemaVersion: s.schemaVersion}
 }
 
 // Provenance records what produced a memory item, so a replay with another

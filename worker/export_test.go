@@ -59,3 +59,7 @@ func WakeEmbedLingering(ctx context.Context, w *Worker) {
 	w.embedWaits.answered.Store(now)
 	w.wakeWaiters(ctx, &w.embedWaits)
 }
+
+// ForgetHold is forgetHold: the name a forget of a user's token holds while
+// it runs.
+var ForgetHold = forgetHold

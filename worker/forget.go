@@ -113,6 +113,15 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 		stream = events.DefaultStream
 	}
 	token := events.UserToken(userID)
+	// Held while it runs (shared: a retry of it may run beside it), so
+	// that a worker starting meanwhile leaves the record it writes
+	// unfinished to it, rather than taking it for one cut short and
+	// finishing it beside it (finishForget). Without the hold (the
+	// database did not answer, or a start finishing an earlier forget of
+	// the user holds it alone) it runs all the same: a forget does not wait.
+	if release, ok, err := s.Hold(ctx, forgetHold(token), false); err == nil && ok {
+		defer release()
+	}
 	ictx, cancel := events.InfoContext(ctx, js)
 	turns, err := js.Stream(ictx, stream)
 	cancel()
@@ -308,6 +317,10 @@ func streamSideError(err error) error {
 // per-subject counts say: nats-server 2.9.10 reports none on a subject
 // whose first messages were deleted while others were published, and a
 // forget that trusted it left the user's later events in the stream.
+// forgetHold is the name a forget of the user whose token is token holds
+// (store.Hold) while it runs.
+func forgetHold(token string) string { return "forget." + token }
+
 func userSubjects(prefix, token string) []string {
 	subject := prefix + ".turns." + token
 	return []string{subject, subject + ".>"}

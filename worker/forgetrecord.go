@@ -325,8 +325,27 @@ func reapplyForgets(ctx context.Context, js jetstream.JetStream, st *store.Store
 // them), then the user's documents as they were at tomb's time
 // (finishDocuments). It marks the record finished unless
 // it changed meanwhile, and only when both parts are done.
+//
+// A forget still running in a process that lives (a CLI forget, or
+// another serve's, while this one starts) holds the user's forget
+// (forgetHold), and is left to it, as is one another start is finishing:
+// the record, unfinished until its end, is read again at the next start
+// or by the stale forgets' sweep should that process die first.
 func finishForget(ctx context.Context, js jetstream.JetStream, st *store.Store, stream, deadLetters, prefix string, r forgetRecord,
 	tomb store.Tombstone, logger *slog.Logger) {
+	release, ok, err := st.Hold(ctx, forgetHold(r.Token), true)
+	switch {
+	case err != nil:
+		// Unknown: finished all the same, as before holds (at worst beside
+		// its own process, each counting what it deleted itself).
+		logger.Warn("cannot tell whether a forget left unfinished is still running: finishing it", "user_token", r.Token, "error", err)
+	case !ok:
+		logger.Info("a forget recorded unfinished is running in a live process: left to it",
+			"user_token", r.Token, "forgotten_at", r.ForgottenAt)
+		return
+	default:
+		defer release()
+	}
 	fail := func(what string, err error) {
 		logger.Error("cannot finish a forget cut short: the user's "+what+" are still here; run memoryd forget for the user",
 			"user_token", r.Token, "forgotten_at", r.ForgottenAt, "error", err)

@@ -1,0 +1,152 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// holdSetup returns two stores on one schema: two processes.
+func holdSetup(t *testing.T) (a, b *store.Store) {
+	t.Parallel()
+	a = storetest.New(t)
+	return a, storetest.Open(t, storetest.URL(t, a))
+}
+
+// hold takes name on s and reports whether it was granted.
+func hold(t *testing.T, s *store.Store, name string, alone bool) (release func(), ok bool) {
+	t.Helper()
+	release, ok, err := s.Hold(context.Background(), name, alone)
+	if err != nil {
+		t.Fatalf("Hold(%q, alone %v): %v", name, alone, err)
+	}
+	if ok != (release != nil) {
+		t.Fatalf("Hold(%q, alone %v) = release %v, ok %v", name, alone, release != nil, ok)
+	}
+	return release, ok
+}
+
+// Shared holds stand beside each other, in one process and in two; an
+// alone hold stands beside none, in this process or another; a name is
+// free again once every hold of it is released.
+func TestHoldSharedAndAlone(t *testing.T) {
+	a, b := holdSetup(t)
+	steps := []struct {
+		s      *store.Store
+		who    string
+		alone  bool
+		wantOK bool
+	}{
+		{a, "a", false, true},
+		{a, "a", false, true},  // shared again, same process
+		{b, "b", true, false},  // a holds it shared
+		{b, "b", false, true},  // shared beside a's
+		{a, "a", true, false},  // this process holds it shared
+		{nil, "", false, true}, // release everything so far
+		{a, "a", true, true},
+		{b, "b", false, false}, // a holds it alone
+		{b, "b", true, false},
+		{a, "a", true, false}, // alone once only, in this process too
+		{a, "a", false, false},
+		{nil, "", false, true},
+		{b, "b", true, true},
+	}
+	var releases []func()
+	t.Cleanup(func() {
+		for _, r := range releases {
+			r()
+		}
+	})
+	for i, st := range steps {
+		if st.s == nil {
+			for _, r := range releases {
+				r()
+				r() // a second call does nothing
+			}
+			releases = nil
+			continue
+		}
+		release, ok := hold(t, st.s, "forget.dave", st.alone)
+		if ok != st.wantOK {
+			t.Fatalf("step %d: %s holds alone=%v: ok %v, want %v", i, st.who, st.alone, ok, st.wantOK)
+		}
+		if ok {
+			releases = append(releases, release)
+		}
+	}
+	// Other names are others.
+	release, ok := hold(t, a, "forget.erin", true)
+	if !ok {
+		t.Fatal("a cannot hold another name alone")
+	}
+	release()
+}
+
+// A process whose connection ends (killed, or its host gone) drops its
+// holds: another takes the name alone. The process's next hold opens a
+// connection again.
+func TestHoldEndsWithItsConnection(t *testing.T) {
+	a, b := holdSetup(t)
+	ctx := context.Background()
+	release, ok := hold(t, a, "forget.dave", false)
+	if !ok {
+		t.Fatal("a cannot hold dave")
+	}
+	if _, ok := hold(t, b, "forget.dave", true); ok {
+		t.Fatal("b holds dave alone beside a's hold")
+	}
+	// The backend holding the hold's advisory lock, ended as a dead
+	// process's connection is.
+	var n int
+	if err := b.Pool().QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_locks
+		WHERE locktype = 'advisory' AND objsubid = 1 AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		AND ((classid::bigint << 32) | objid::bigint) = hashtextextended('memoryd.hold.' || current_schema() || '.' || 'forget.dave', 0)`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Fatalf("%d backends hold dave's advisory lock, want 1 (a's)", n)
+	}
+	rb, ok := hold(t, b, "forget.dave", true)
+	if !ok {
+		t.Fatal("b cannot hold dave alone after a's connection ended")
+	}
+	rb()
+	// a's next hold: its connection, kept open for dave's hold, was closed
+	// under it; the first statement on it fails, and it tries once more on
+	// a new one.
+	r2, ok := hold(t, a, "forget.erin", true)
+	if !ok {
+		t.Fatal("a cannot hold erin after its connection ended")
+	}
+	if _, ok := hold(t, b, "forget.erin", false); ok {
+		t.Fatal("b holds erin beside a's alone hold on its new connection")
+	}
+	release() // dave's, on a connection that is gone: nothing to do
+	r2()
+	if _, ok := hold(t, b, "forget.erin", true); !ok {
+		t.Fatal("b cannot hold erin alone after a released it")
+	}
+}
+
+// The connection holds are taken on asks the server for TCP keepalives,
+// so that a process whose host is gone drops its holds within about 25 s,
+// not the system's 2 hours.
+func TestHoldConnectionKeepsAlive(t *testing.T) {
+	a, _ := holdSetup(t)
+	release, ok := hold(t, a, "forget.dave", false)
+	if !ok {
+		t.Fatal("cannot hold dave")
+	}
+	defer release()
+	for name, want := range map[string]string{"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "5", "tcp_keepalives_count": "3"} {
+		got, err := store.HoldSetting(context.Background(), a, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("the hold connection's %s is %s, want %s", name, got, want)
+		}
+	}
+}
