@@ -27,6 +27,12 @@ type holdBox struct {
 	conn  *pgx.Conn      // nil while nothing is held
 	held  map[string]int // by name: shared holds counted, alone as -1
 	owner *Store         // opens the connection
+	// gen counts the connections dropped (dropConn): a release of a hold
+	// taken on one dropped since does nothing, where it would otherwise
+	// end a later hold of the same name (a retry of the forget) on the
+	// connection opened since.
+	gen    uint64
+	closed bool // Store.Close ran: no connection is opened again
 }
 
 // holdKey is the advisory lock key of a hold's name, per schema.
@@ -49,8 +55,14 @@ func (s *Store) Hold(ctx context.Context, name string, alone bool) (release func
 	if b == nil {
 		return nil, false, fmt.Errorf("hold %s: a store of a migration step or a warm-up holds nothing", name)
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, false, fmt.Errorf("hold %s: %w", name, err)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.closed {
+		return nil, false, fmt.Errorf("hold %s: the store is closed", name)
+	}
 	n := b.held[name]
 	switch {
 	case n < 0 || (alone && n > 0):
@@ -59,7 +71,10 @@ func (s *Store) Hold(ctx context.Context, name string, alone bool) (release func
 		b.held[name]++ // shared again, on the same session's lock
 		return b.releaser(name), true, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, holdTimeout)
+	// Not cancelled with the caller's ctx: a statement cut off mid-way
+	// leaves the connection unusable, and dropping it ends the process's
+	// other holds (other forgets still running). holdTimeout bounds it.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), holdTimeout)
 	defer cancel()
 	fn := `pg_try_advisory_lock_shared`
 	if alone {
@@ -115,14 +130,15 @@ func (b *holdBox) open(ctx context.Context) error {
 // once.
 func (b *holdBox) releaser(name string) func() {
 	var once sync.Once
-	return func() { once.Do(func() { b.release(name) }) }
+	gen := b.gen // b.mu is held
+	return func() { once.Do(func() { b.release(name, gen) }) }
 }
 
-func (b *holdBox) release(name string) {
+func (b *holdBox) release(name string, gen uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n, ok := b.held[name]
-	if !ok {
+	if !ok || gen != b.gen {
 		return // the connection was dropped, and the lock with it
 	}
 	if n > 1 {
@@ -159,6 +175,7 @@ func (b *holdBox) dropConn() {
 		b.conn = nil
 	}
 	clear(b.held)
+	b.gen++
 }
 
 // close ends every hold (Store.Close).
@@ -166,6 +183,7 @@ func (b *holdBox) close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.dropConn()
+	b.closed = true
 }
 
 func closeConn(conn *pgx.Conn) {

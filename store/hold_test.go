@@ -89,7 +89,6 @@ func TestHoldSharedAndAlone(t *testing.T) {
 // connection again.
 func TestHoldEndsWithItsConnection(t *testing.T) {
 	a, b := holdSetup(t)
-	ctx := context.Background()
 	release, ok := hold(t, a, "forget.dave", false)
 	if !ok {
 		t.Fatal("a cannot hold dave")
@@ -98,16 +97,9 @@ func TestHoldEndsWithItsConnection(t *testing.T) {
 		t.Fatal("b holds dave alone beside a's hold")
 	}
 	// The backend holding the hold's advisory lock, ended as a dead
-	// process's connection is.
-	var n int
-	if err := b.Pool().QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_locks
-		WHERE locktype = 'advisory' AND objsubid = 1 AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-		AND ((classid::bigint << 32) | objid::bigint) = hashtextextended('memoryd.hold.' || current_schema() || '.' || 'forget.dave', 0)`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	if n != 1 {
-		t.Fatalf("%d backends hold dave's advisory lock, want 1 (a's)", n)
-	}
+	// process's connection is (and gone before b tries: its locks are
+	// released as it exits).
+	terminateHolder(t, b, "forget.dave")
 	rb, ok := hold(t, b, "forget.dave", true)
 	if !ok {
 		t.Fatal("b cannot hold dave alone after a's connection ended")
@@ -148,5 +140,78 @@ func TestHoldConnectionKeepsAlive(t *testing.T) {
 		if got != want {
 			t.Errorf("the hold connection's %s is %s, want %s", name, got, want)
 		}
+	}
+}
+
+// A hold asked under a context that has ended is refused with its error,
+// and leaves the process's other holds (other forgets still running) as
+// they are: it dropped the connection, and every hold with it.
+func TestHoldUnderAnEndedContextLeavesTheOthers(t *testing.T) {
+	a, b := holdSetup(t)
+	release, ok := hold(t, a, "forget.dave", false)
+	if !ok {
+		t.Fatal("a cannot hold dave")
+	}
+	defer release()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := a.Hold(ctx, "forget.erin", false); err == nil {
+		t.Fatal("a hold under a cancelled context succeeded")
+	}
+	if rb, ok := hold(t, b, "forget.dave", true); ok {
+		rb()
+		t.Fatal("b holds dave alone beside a's hold, after a's hold of erin under a cancelled context")
+	}
+}
+
+// The release of a hold whose connection ended does not end a later hold
+// of the same name (a retry of the forget) taken on the connection opened
+// since.
+func TestHoldReleasedAfterItsConnectionEndedLeavesALaterOne(t *testing.T) {
+	a, b := holdSetup(t)
+	first, ok := hold(t, a, "forget.dave", false)
+	if !ok {
+		t.Fatal("a cannot hold dave")
+	}
+	terminateHolder(t, b, "forget.dave")
+	// a's next hold (of another name: a shared hold of dave again would
+	// count on the session it believes alive) finds its connection closed,
+	// and opens another.
+	other, ok := hold(t, a, "forget.erin", false)
+	if !ok {
+		t.Fatal("a cannot hold erin")
+	}
+	defer other()
+	second, ok := hold(t, a, "forget.dave", false)
+	if !ok {
+		t.Fatal("a cannot hold dave again")
+	}
+	defer second()
+	first()
+	if rb, ok := hold(t, b, "forget.dave", true); ok {
+		rb()
+		t.Fatal("b holds dave alone beside a's second hold: the release of the first ended it")
+	}
+}
+
+// terminateHolder ends, from s, the backend holding name's advisory lock,
+// as a dead process's connection ends, and waits until it has exited.
+func terminateHolder(t *testing.T, s *store.Store, name string) {
+	t.Helper()
+	var version int
+	if err := s.Pool().QueryRow(context.Background(), `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if version < 140000 {
+		t.Skipf("Postgres %d: pg_terminate_backend cannot wait for the backend to exit before 14", version)
+	}
+	var n int
+	if err := s.Pool().QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 30000)) FROM pg_locks
+		WHERE locktype = 'advisory' AND objsubid = 1 AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		AND ((classid::bigint << 32) | objid::bigint) = hashtextextended('memoryd.hold.' || current_schema() || '.' || $1, 0)`, name).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Fatalf("%d backends held %s's advisory lock and exited, want 1", n, name)
 	}
 }
