@@ -127,6 +127,13 @@ func TestHoldEndsWithItsConnection(t *testing.T) {
 // not the system's 2 hours.
 func TestHoldConnectionKeepsAlive(t *testing.T) {
 	a, _ := holdSetup(t)
+	var unix bool
+	if err := a.Pool().QueryRow(context.Background(), `SELECT inet_server_addr() IS NULL`).Scan(&unix); err != nil {
+		t.Fatal(err)
+	}
+	if unix {
+		t.Skip("a Unix socket: Postgres keeps no TCP keepalives on it (each setting shows 0), and the kernel ends it with the process")
+	}
 	release, ok := hold(t, a, "forget.dave", false)
 	if !ok {
 		t.Fatal("cannot hold dave")
