@@ -25,7 +25,7 @@ import (
 type holdBox struct {
 	mu    sync.Mutex
 	conn  *pgx.Conn      // nil while nothing is held
-	held  map[string]int // by name: shared holds counted, alone as -1
+	held  map[string]int // by name: shared holds counted (as the session counts them), alone as -1
 	owner *Store         // opens the connection
 	// gen counts the connections dropped (dropConn): a release of a hold
 	// taken on one dropped since does nothing, where it would otherwise
@@ -63,13 +63,11 @@ func (s *Store) Hold(ctx context.Context, name string, alone bool) (release func
 	if b.closed {
 		return nil, false, fmt.Errorf("hold %s: the store is closed", name)
 	}
-	n := b.held[name]
-	switch {
-	case n < 0 || (alone && n > 0):
-		return nil, false, nil // this process holds it already, and one of the two is alone
-	case n > 0:
-		b.held[name]++ // shared again, on the same session's lock
-		return b.releaser(name), true, nil
+	if n := b.held[name]; n < 0 || (alone && n > 0) {
+		// This process holds it already, and one of the two is alone (the
+		// session's own locks never refuse it: asked, Postgres would grant
+		// it).
+		return nil, false, nil
 	}
 	// Not cancelled with the caller's ctx: a statement cut off mid-way
 	// leaves the connection unusable, and dropping it ends the process's
@@ -80,8 +78,13 @@ func (s *Store) Hold(ctx context.Context, name string, alone bool) (release func
 	if alone {
 		fn = `pg_try_advisory_lock`
 	}
-	// Twice at most: a connection kept open since the last hold may have
-	// been closed by the server meanwhile (its holds went with it).
+	// Asked of Postgres every time, a shared hold the session holds
+	// already too (the session counts them; each release ends one): a
+	// connection whose backend ended (a restart, a failover, a timeout of
+	// the role's) fails the statement, where a count kept here would say
+	// held on a session that holds nothing. Twice at most: the first try
+	// on a connection kept open since the last hold, then on a new one
+	// (the holds of the one dropped went with it).
 	for attempt := 1; ; attempt++ {
 		fresh := b.conn == nil
 		if fresh {
@@ -105,7 +108,7 @@ func (s *Store) Hold(ctx context.Context, name string, alone bool) (release func
 	if alone {
 		b.held[name] = -1
 	} else {
-		b.held[name] = 1
+		b.held[name]++
 	}
 	return b.releaser(name), true, nil
 }
@@ -116,9 +119,13 @@ func (b *holdBox) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The server's keepalives (see holdBox); ignored on a Unix socket.
+	// The server's keepalives (see holdBox; ignored on a Unix socket),
+	// and no idle_session_timeout (Postgres 14 and later) a role or the
+	// database may set: the connection idles for as long as a forget
+	// runs, and ended, its holds would end with it.
 	if _, err := conn.Exec(ctx, `SELECT set_config('tcp_keepalives_idle', '10', false),
-		set_config('tcp_keepalives_interval', '5', false), set_config('tcp_keepalives_count', '3', false)`); err != nil {
+		set_config('tcp_keepalives_interval', '5', false), set_config('tcp_keepalives_count', '3', false),
+		CASE WHEN current_setting('idle_session_timeout', true) IS NOT NULL THEN set_config('idle_session_timeout', '0', false) END`); err != nil {
 		closeConn(conn)
 		return err
 	}
@@ -143,9 +150,9 @@ func (b *holdBox) release(name string, gen uint64) {
 	}
 	if n > 1 {
 		b.held[name]--
-		return
+	} else {
+		delete(b.held, name)
 	}
-	delete(b.held, name)
 	fn := `pg_advisory_unlock_shared`
 	if n < 0 {
 		fn = `pg_advisory_unlock`

@@ -181,9 +181,7 @@ func TestHoldReleasedAfterItsConnectionEndedLeavesALaterOne(t *testing.T) {
 		t.Fatal("a cannot hold dave")
 	}
 	terminateHolder(t, b, "forget.dave")
-	// a's next hold (of another name: a shared hold of dave again would
-	// count on the session it believes alive) finds its connection closed,
-	// and opens another.
+	// a's next hold finds its connection closed, and opens another.
 	other, ok := hold(t, a, "forget.erin", false)
 	if !ok {
 		t.Fatal("a cannot hold erin")
@@ -199,6 +197,41 @@ func TestHoldReleasedAfterItsConnectionEndedLeavesALaterOne(t *testing.T) {
 		rb()
 		t.Fatal("b holds dave alone beside a's second hold: the release of the first ended it")
 	}
+}
+
+// A shared hold of a name this process holds already is asked of Postgres
+// again: on a connection whose backend ended (a restart, a failover, a
+// role's idle_session_timeout), it is taken anew on another, not counted
+// on a session that holds nothing.
+func TestHoldSharedAgainAfterItsConnectionEnded(t *testing.T) {
+	a, b := holdSetup(t)
+	first, ok := hold(t, a, "forget.dave", false)
+	if !ok {
+		t.Fatal("a cannot hold dave")
+	}
+	defer first()
+	terminateHolder(t, b, "forget.dave")
+	second, ok := hold(t, a, "forget.dave", false)
+	if !ok {
+		t.Fatal("a cannot hold dave again")
+	}
+	defer second()
+	if rb, ok := hold(t, b, "forget.dave", true); ok {
+		rb()
+		t.Fatal("b holds dave alone beside a's second hold: it was counted on a session that ended")
+	}
+	// And the first's release (its connection gone) leaves the second.
+	first()
+	if rb, ok := hold(t, b, "forget.dave", true); ok {
+		rb()
+		t.Fatal("b holds dave alone after the first hold's release, beside the second")
+	}
+	second()
+	rb, ok := hold(t, b, "forget.dave", true)
+	if !ok {
+		t.Fatal("b cannot hold dave alone once both are released")
+	}
+	rb()
 }
 
 // terminateHolder ends, from s, the backend holding name's advisory lock,

@@ -119,7 +119,11 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 	// finishing it beside it (finishForget). Without the hold (the
 	// database did not answer, or a start finishing an earlier forget of
 	// the user holds it alone) it runs all the same: a forget does not wait.
-	if release, ok, err := s.Hold(ctx, forgetHold(token), false); err == nil && ok {
+	switch release, ok, err := s.Hold(ctx, forgetHold(token), false); {
+	case err != nil:
+		logger.Warn("forget: not marked running in Postgres: a worker starting meanwhile may take it for one cut short and finish it beside this one",
+			"user_token", token, "error", err)
+	case ok:
 		defer release()
 	}
 	ictx, cancel := events.InfoContext(ctx, js)
