@@ -93,9 +93,14 @@ func (s *Service) classify(ep endpoint, err error) (int, string) {
 	case errors.As(err, &se):
 		return se.Code, se.Description
 	case errors.As(err, &ne):
-		// What the operator must do, not a store failure.
+		// What the operator must do, not a store failure; logged, as the
+		// caller's request (a user's forget) was not done: a rolling
+		// upgrade's previous-release serve refuses every forget and import
+		// from the newer migration's commit until it stops.
+		s.logger.Warn(msgSchemaRefused, "endpoint", ep.name, "error", ne.Error())
 		return 500, ne.Error()
 	case errors.As(err, &oe):
+		s.logger.Warn(msgSchemaRefused, "endpoint", ep.name, "error", oe.Error())
 		return 500, oe.Error()
 	case errors.Is(err, context.Canceled) && s.halted.Err() != nil:
 		s.logger.Warn("request cancelled: the service stopped before it was done", "endpoint", ep.name)
@@ -403,9 +408,12 @@ const (
 	msgStoreFailed  = "enrich store failed"
 	msgToolTimedOut = "memory store timed out"
 	msgToolFailed   = "memory store failed"
+	// A forget or import refused because another release's migrations
+	// are (or are not yet) applied: the user's request was not done.
+	msgSchemaRefused = "request refused: the database's schema is another memoryd release's"
 )
 
 // PerRequestFailures are those messages: a process's log handler may hold
 // back their repeats (memoryd's command does), every request being counted
 // in the metrics all the same.
-var PerRequestFailures = []string{msgDegraded, msgStoreFailed, msgToolTimedOut, msgToolFailed}
+var PerRequestFailures = []string{msgDegraded, msgStoreFailed, msgToolTimedOut, msgToolFailed, msgSchemaRefused}

@@ -2,7 +2,9 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/worker"
 )
@@ -141,13 +144,20 @@ func TestStartRefusesAnotherPrefixBeforeMigrating(t *testing.T) {
 
 // A serve already running when a newer memoryd migrates the database (a
 // rolling upgrade: the old processes started first) refuses forget and
-// import from then on, over NATS as from the CLI, saying why and leaving
-// the memory as it was; once the newer migration is gone (here: deleted,
-// as if the upgrade were rolled back) they run again.
+// import from then on, over NATS as from the CLI, saying why, in its log
+// too (an upgrade walk's old serves logged only "forgetting user" for a
+// refused forget), and leaving the memory as it was; once the newer
+// migration is gone (here: deleted, as if the upgrade were rolled back)
+// they run again.
 func TestRunningMemorydRefusesForgetAndImportAfterANewerMigration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	a, client := startWithAFact(t)
+	var logs eventstest.SyncBuffer
+	a := startTestApp(t, func(c *Config) { c.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
+	client := events.NewClient(a.nc, a.cfg.Prefix)
+	if _, err := client.SetFact(ctx, "alice", "city", "Porto"); err != nil {
+		t.Fatal(err)
+	}
 	var export strings.Builder
 	if err := client.Export(ctx, "alice", &export); err != nil {
 		t.Fatal(err)
@@ -177,6 +187,11 @@ func TestRunningMemorydRefusesForgetAndImportAfterANewerMigration(t *testing.T) 
 	}
 	if facts != 1 || bobs != 0 {
 		t.Errorf("after the refusals alice has %d facts (want 1), bob %d (want 0)", facts, bobs)
+	}
+	for _, endpoint := range []string{"forget", "import"} {
+		if !loggedRefusal(logs.String(), endpoint) {
+			t.Errorf("no warning of the refused %s naming migration 9999 in the log:\n%s", endpoint, logs.String())
+		}
 	}
 
 	if _, err := pool.Exec(ctx, `DELETE FROM memoryd_migrations WHERE version = 9999`); err != nil {
@@ -258,4 +273,17 @@ func TestStartWithoutMigratingRefusesPendingMigrations(t *testing.T) {
 	if err := b.Start(ctx); err != nil {
 		t.Fatalf("start without migrating on a migrated database: %v", err)
 	}
+}
+
+// loggedRefusal reports whether logs (JSON lines) hold a warning that a
+// request to endpoint was refused for a newer migration, 9999.
+func loggedRefusal(logs, endpoint string) bool {
+	for _, line := range strings.Split(logs, "\n") {
+		var l struct{ Level, Msg, Endpoint, Error string }
+		if json.Unmarshal([]byte(line), &l) == nil && l.Level == "WARN" && l.Endpoint == endpoint &&
+			strings.HasPrefix(l.Msg, "request refused") && strings.Contains(l.Error, "[9999]") {
+			return true
+		}
+	}
+	return false
 }
