@@ -28,6 +28,15 @@ func hold(t *testing.T, s *store.Store, name string, alone bool) (release func()
 	return release, ok
 }
 
+// refused fails the test when s is granted name alone.
+func refused(t *testing.T, s *store.Store, name, why string) {
+	t.Helper()
+	if rb, ok := hold(t, s, name, true); ok {
+		rb()
+		t.Fatal(why)
+	}
+}
+
 // Shared holds stand beside each other, in one process and in two; an
 // alone hold stands beside none, in this process or another; a name is
 // free again once every hold of it is released.
@@ -165,44 +174,15 @@ func TestHoldUnderAnEndedContextLeavesTheOthers(t *testing.T) {
 	if _, _, err := a.Hold(ctx, "forget.erin", false); err == nil {
 		t.Fatal("a hold under a cancelled context succeeded")
 	}
-	if rb, ok := hold(t, b, "forget.dave", true); ok {
-		rb()
-		t.Fatal("b holds dave alone beside a's hold, after a's hold of erin under a cancelled context")
-	}
-}
-
-// The release of a hold whose connection ended does not end a later hold
-// of the same name (a retry of the forget) taken on the connection opened
-// since.
-func TestHoldReleasedAfterItsConnectionEndedLeavesALaterOne(t *testing.T) {
-	a, b := holdSetup(t)
-	first, ok := hold(t, a, "forget.dave", false)
-	if !ok {
-		t.Fatal("a cannot hold dave")
-	}
-	terminateHolder(t, b, "forget.dave")
-	// a's next hold finds its connection closed, and opens another.
-	other, ok := hold(t, a, "forget.erin", false)
-	if !ok {
-		t.Fatal("a cannot hold erin")
-	}
-	defer other()
-	second, ok := hold(t, a, "forget.dave", false)
-	if !ok {
-		t.Fatal("a cannot hold dave again")
-	}
-	defer second()
-	first()
-	if rb, ok := hold(t, b, "forget.dave", true); ok {
-		rb()
-		t.Fatal("b holds dave alone beside a's second hold: the release of the first ended it")
-	}
+	refused(t, b, "forget.dave", "b holds dave alone beside a's hold, after a's hold of erin under a cancelled context")
 }
 
 // A shared hold of a name this process holds already is asked of Postgres
 // again: on a connection whose backend ended (a restart, a failover, a
 // role's idle_session_timeout), it is taken anew on another, not counted
-// on a session that holds nothing.
+// on a session that holds nothing. And the release of the hold whose
+// connection ended does not end the later one (a retry of the forget) on
+// the connection opened since.
 func TestHoldSharedAgainAfterItsConnectionEnded(t *testing.T) {
 	a, b := holdSetup(t)
 	first, ok := hold(t, a, "forget.dave", false)
@@ -216,16 +196,10 @@ func TestHoldSharedAgainAfterItsConnectionEnded(t *testing.T) {
 		t.Fatal("a cannot hold dave again")
 	}
 	defer second()
-	if rb, ok := hold(t, b, "forget.dave", true); ok {
-		rb()
-		t.Fatal("b holds dave alone beside a's second hold: it was counted on a session that ended")
-	}
+	refused(t, b, "forget.dave", "b holds dave alone beside a's second hold: it was counted on a session that ended")
 	// And the first's release (its connection gone) leaves the second.
 	first()
-	if rb, ok := hold(t, b, "forget.dave", true); ok {
-		rb()
-		t.Fatal("b holds dave alone after the first hold's release, beside the second")
-	}
+	refused(t, b, "forget.dave", "b holds dave alone after the first hold's release, beside the second")
 	second()
 	rb, ok := hold(t, b, "forget.dave", true)
 	if !ok {
