@@ -315,16 +315,16 @@ func streamSideError(err error) error {
 	return &IncompleteError{What: "events from the streams", Err: err}
 }
 
+// forgetHold is the name a forget of the user whose token is token holds
+// (store.Hold) while it runs.
+func forgetHold(token string) string { return "forget." + token }
+
 // userSubjects returns the subjects of the turn stream that may hold the
 // user's events: the user's subject and those under it (a frontend's
 // "<prefix>.turns.<token>.v2"). Both are read, whatever the stream's
 // per-subject counts say: nats-server 2.9.10 reports none on a subject
 // whose first messages were deleted while others were published, and a
 // forget that trusted it left the user's later events in the stream.
-// forgetHold is the name a forget of the user whose token is token holds
-// (store.Hold) while it runs.
-func forgetHold(token string) string { return "forget." + token }
-
 func userSubjects(prefix, token string) []string {
 	subject := prefix + ".turns." + token
 	return []string{subject, subject + ".>"}
