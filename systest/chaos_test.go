@@ -454,6 +454,11 @@ func TestChaos(t *testing.T) {
 		go func() { defer probes.Done(); prober.run(probeCtx, chaosClient, w) }()
 	}
 	t.Cleanup(func() { stopProbes(); probes.Wait() })
+	// A round's operations, which a failure ending the test early leaves
+	// running: the test waits for them (they end by their own bounds), so
+	// none reports to a test that has ended or outlives the systems.
+	var opsWG sync.WaitGroup
+	t.Cleanup(opsWG.Wait)
 
 	want := map[string]int{}     // turns recorded per user, once settled
 	ids := map[string][]string{} // every event id published per user
@@ -524,7 +529,6 @@ func TestChaos(t *testing.T) {
 		pubDone := make(chan error, 1)
 		go func() { _, err := chaos.publishAll(all, 4); pubDone <- err }()
 		var (
-			opsWG  sync.WaitGroup
 			opsMu  sync.Mutex
 			opsOut []string
 		)
@@ -563,17 +567,25 @@ func TestChaos(t *testing.T) {
 			return err == nil && n >= roundTurns/4, fmt.Sprint(n, err)
 		}, serves...)
 		victim := r % 2
-		prober.gate.Lock()
-		atKill, _ := chaos.figures(published)
-		serves[victim].kill()
-		kills++
-		// Requests sent once the gate opens must not reach the killed
-		// process's subscriptions: wait until the surviving one answers.
-		waitFor(t, "enrich answered after the kill", time.Minute, func() (bool, string) {
-			_, err := relEnrich(chaosClient, "plain0")
-			return err == nil, fmt.Sprint(err)
-		}, serves[1-victim])
-		prober.gate.Unlock()
+		var atKill relFigures
+		func() {
+			// The gate opens however this ends: a waitFor failing here
+			// held it shut, and the probers and the service operations
+			// blocked on it kept the test's cleanup waiting until the
+			// package's timeout (the surviving serve had exited, Postgres
+			// out of connections, at load 15-20).
+			prober.gate.Lock()
+			defer prober.gate.Unlock()
+			atKill, _ = chaos.figures(published)
+			serves[victim].kill()
+			kills++
+			// Requests sent once the gate opens must not reach the killed
+			// process's subscriptions: wait until the surviving one answers.
+			waitFor(t, "enrich answered after the kill", time.Minute, func() (bool, string) {
+				_, err := relEnrich(chaosClient, "plain0")
+				return err == nil, fmt.Sprint(err)
+			}, serves[1-victim])
+		}()
 		serves[victim] = chaos.startServe(chaos.dbURL, args...)
 		if err := <-pubDone; err != nil {
 			t.Fatal(err)
