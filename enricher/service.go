@@ -202,7 +202,11 @@ func (s *Service) endpoints() []endpoint {
 // first warms the store's connection pool (bounded by WriteTimeout), so that
 // the first enrich's budget measures its query, not connection setup; if
 // Postgres does not answer, the service starts anyway (enrich answers
-// degraded) and keeps warming in the background.
+// degraded) and keeps warming in the background. It returns once the NATS
+// server has the endpoints' subscriptions (a flush, bounded by
+// WriteTimeout), so that a request sent after it, on any connection, is
+// answered; while NATS is disconnected it does not wait: the client sends
+// the subscriptions again when it reconnects.
 func (s *Service) Start(ctx context.Context) error {
 	warmed := true
 	if w, ok := s.cfg.Store.(warmer); ok {
@@ -272,6 +276,18 @@ func (s *Service) Start(ctx context.Context) error {
 		if err != nil {
 			_ = svc.Stop()
 			return fmt.Errorf("enricher: add endpoint %s: %w", ep.name, err)
+		}
+	}
+	// The subscriptions went into the connection's write buffer, which
+	// its flusher sends when it runs: a request sent on another
+	// connection once Start returned could reach the server first and be
+	// told no one answers (a CLI test at load 15-20, 3 of 150).
+	if s.cfg.Conn.IsConnected() {
+		flushCtx, cancel := context.WithTimeout(ctx, s.cfg.WriteTimeout)
+		err := s.cfg.Conn.FlushWithContext(flushCtx)
+		cancel()
+		if err != nil {
+			s.logger.Warn("the NATS server has not confirmed the service's subscriptions; requests may go unanswered until it does", "error", err)
 		}
 	}
 	s.svc = svc
