@@ -3,7 +3,6 @@ package enricher_test
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"net"
 	"sync"
 	"testing"
@@ -34,27 +33,12 @@ func TestStartedServiceAnswersOtherConnections(t *testing.T) {
 	}
 	t.Cleanup(nc.Close)
 	gate.hold()
-	prefix := randomPrefix()
-	svc, err := enricher.New(enricher.Config{Conn: nc, Store: storetest.New(t), Prefix: prefix,
-		Logger: slog.New(slog.DiscardHandler), Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := svc.Stop(ctx); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
+	h := start(t, storetest.New(t), func(c *enricher.Config) { c.Conn = nc })
 	t.Cleanup(gate.open) // before the stop, when the test failed with the writes held
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := events.NewClient(connect(t), prefix).Enrich(ctx, events.EnrichRequest{UserID: "alice", Message: "hello"}); err != nil {
+	if _, err := events.NewClient(connect(t), h.prefix).Enrich(ctx, events.EnrichRequest{UserID: "alice", Message: "hello"}); err != nil {
 		t.Fatalf("enrich on another connection once Start returned: %v", err)
 	}
 }
