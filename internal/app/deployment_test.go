@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -11,8 +12,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
+	"github.com/memoryd/memoryd/worker"
 )
 
 // A database holds one prefix's memory: a memoryd of another prefix on it
@@ -84,6 +87,19 @@ func TestADatabaseServesOnePrefix(t *testing.T) {
 func TestANewDatabaseOnAConsumedStreamIsRefused(t *testing.T) {
 	t.Parallel()
 	a, ctx := startWithAlice(t)
+	// Alice's turn processed is not yet its event acknowledged: the
+	// worker acknowledges it after the commit, asynchronously, and its
+	// extraction may be done first (an ingest goroutine held up 0.1 s
+	// between the two had this serve find nothing acknowledged, create
+	// the database and be refused only then, the database left behind).
+	js, err := jetstream.New(a.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventstest.Eventually(t, "alice's event acknowledged", time.Minute, func() (bool, string) {
+		acked, err := worker.ConsumerAcked(ctx, js, a.cfg.Stream, a.cfg.Worker.Durable)
+		return err == nil && acked > 0, fmt.Sprint("ack floor ", acked, ", ", err)
+	})
 	b, cfg := onMissingDatabase(t, a)
 	var fresh *NewDatabaseError
 	if err := b.Start(ctx); !errors.As(err, &fresh) || fresh.Acked == 0 || fresh.Stream != cfg.Stream {
