@@ -25,11 +25,7 @@ func (s *Store) Exclusively(ctx context.Context, name string, wait bool, fn func
 	if err != nil {
 		return false, fmt.Errorf("lock %s: %w", name, err)
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = conn.Close(cctx)
-	}()
+	defer closeConn(conn)
 	const key = `hashtextextended('memoryd.run.' || current_schema() || '.' || $1, 0)`
 	got := true
 	if wait {
@@ -49,6 +45,14 @@ func (s *Store) Exclusively(ctx context.Context, name string, wait bool, fn func
 		_, _ = conn.Exec(uctx, `SELECT pg_advisory_unlock(`+key+`)`, name)
 	}()
 	return true, fn()
+}
+
+// closeConn closes a connection of ownConn's, within 5 s whatever the
+// caller's context (Exclusively, holds).
+func closeConn(conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = conn.Close(ctx)
 }
 
 // ownConn opens a connection like the pool's, outside it (Exclusively,

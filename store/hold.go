@@ -192,9 +192,3 @@ func (b *holdBox) close() {
 	b.dropConn()
 	b.closed = true
 }
-
-func closeConn(conn *pgx.Conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), holdTimeout)
-	defer cancel()
-	_ = conn.Close(ctx)
-}
