@@ -263,8 +263,8 @@ func TestInfoRequestsBesideThreeForgetsOutwaitTheDefaultTimeout(t *testing.T) {
 		if err := worker.CheckConsumerPrefix(ctx, short, stream, durable, prefix); err != nil {
 			t.Fatalf("a start's consumer check beside three forgets: %v", err)
 		}
-		if _, err := worker.ConsumerAcked(ctx, short, stream, durable); err != nil {
-			t.Fatalf("the consumer's ack floor beside three forgets: %v", err)
+		if _, err := worker.ConsumerDelivered(ctx, short, stream, durable); err != nil {
+			t.Fatalf("the consumer's delivered sequence beside three forgets: %v", err)
 		}
 		for drained := false; !drained; {
 			select {

@@ -606,11 +606,13 @@ func CheckConsumerPrefix(ctx context.Context, js jetstream.JetStream, stream, du
 		ErrConsumerOfAnotherPrefix, durable, stream, strings.Join(got, ","), want)
 }
 
-// ConsumerAcked returns the last stream sequence the durable consumer
-// durable of stream has acknowledged without a gap (its ack floor): 0 when
-// the stream or the consumer does not exist, or nothing was acknowledged.
-// Events up to it were recorded by some memoryd into its database.
-func ConsumerAcked(ctx context.Context, js jetstream.JetStream, stream, durable string) (uint64, error) {
+// ConsumerDelivered returns the last stream sequence the durable consumer
+// durable of stream has delivered: 0 when the stream or the consumer does
+// not exist, or nothing was delivered. Events up to it were taken by some
+// memoryd into its database (recorded, or being recorded: an event
+// delivered and not yet acknowledged counts, as does one acknowledged
+// beyond an earlier one still pending, which the ack floor would not show).
+func ConsumerDelivered(ctx context.Context, js jetstream.JetStream, stream, durable string) (uint64, error) {
 	if durable == "" {
 		durable = DefaultDurable
 	}
@@ -623,7 +625,7 @@ func ConsumerAcked(ctx context.Context, js jetstream.JetStream, stream, durable 
 	if err != nil {
 		return 0, fmt.Errorf("worker: read consumer %s: %w", durable, events.NoJetStream(err))
 	}
-	return cons.CachedInfo().AckFloor.Stream, nil
+	return cons.CachedInfo().Delivered.Stream, nil
 }
 
 // DefaultDurable is the durable consumer all workers share by default.

@@ -30,14 +30,14 @@ func (e *OtherPrefixError) Error() string {
 
 // NewDatabaseError is a database the serve has just created (it did not
 // exist: --create-database) that it would attach to a turn stream whose
-// ingest consumer has already acknowledged events: another database
-// recorded them, or this one before it was lost. Serving here would take a
+// ingest consumer has already delivered events: another database recorded
+// them (or is recording them), or this one before it was lost. Serving here would take a
 // share of the stream's new events from the memoryd that records them (the
 // durable consumer is shared), and answer from an empty memory.
 type NewDatabaseError struct {
 	Stream, Durable string
-	// Acked is the consumer's ack floor.
-	Acked uint64
+	// Delivered is the last stream sequence the consumer delivered.
+	Delivered uint64
 	// Missing says the database was refused before it was created.
 	Missing bool
 }
@@ -47,10 +47,10 @@ func (e *NewDatabaseError) Error() string {
 	if e.Missing {
 		what = "this database does not exist (it was not created)"
 	}
-	return fmt.Sprintf("%s, but the ingest consumer %s of stream %s has acknowledged its events up to sequence %d: "+
+	return fmt.Sprintf("%s, but the ingest consumer %s of stream %s has delivered its events up to sequence %d: "+
 		"they were recorded into another database (or into this one before it was lost). Check --database-url (a mistyped database name is created, see --create-database); "+
 		"to rebuild memory from the stream into this database, run memoryd replay with it first",
-		what, e.Durable, e.Stream, e.Acked)
+		what, e.Durable, e.Stream, e.Delivered)
 }
 
 // deploymentUse is what a command does with the database's deployment
@@ -63,7 +63,7 @@ const (
 	// claimPrefix also records this prefix when nothing is (replay).
 	claimPrefix
 	// claimPrefixFresh also refuses, before recording, a database this
-	// process has just created while the stream's consumer acknowledged
+	// process has just created while the stream's consumer delivered
 	// events (serve). A database that existed is not judged by its content:
 	// one upgraded from before migration 039 may hold nothing (every event
 	// opted out or rejected) and still be the deployment's.
@@ -83,12 +83,12 @@ func (a *App) checkDeployment(ctx context.Context, s *store.Store, js jetstream.
 		return nil
 	}
 	if use == claimPrefixFresh && s.CreatedDatabase() {
-		acked, err := worker.ConsumerAcked(ctx, js, a.cfg.Stream, a.cfg.Worker.Durable)
+		delivered, err := worker.ConsumerDelivered(ctx, js, a.cfg.Stream, a.cfg.Worker.Durable)
 		if err != nil {
 			return err
 		}
-		if acked > 0 {
-			return &NewDatabaseError{Stream: a.cfg.Stream, Durable: durableName(a.cfg.Worker.Durable), Acked: acked}
+		if delivered > 0 {
+			return &NewDatabaseError{Stream: a.cfg.Stream, Durable: durableName(a.cfg.Worker.Durable), Delivered: delivered}
 		}
 	}
 	if d, err = s.ClaimDeployment(ctx, a.cfg.Prefix, a.cfg.Stream); err != nil {
@@ -103,7 +103,7 @@ func (a *App) checkDeployment(ctx context.Context, s *store.Store, js jetstream.
 
 // refuseNewDatabase refuses, before creating it, a database that does not
 // exist (and --create-database would create) while the stream's ingest
-// consumer has acknowledged events: a NewDatabaseError. Refused after
+// consumer has delivered events: a NewDatabaseError. Refused after
 // creating it, the database stayed, and the next start (a restart by
 // systemd or Kubernetes) found an existing, empty database and served it.
 // checkDeployment still refuses one created by a race with another
@@ -116,12 +116,12 @@ func (a *App) refuseNewDatabase(ctx context.Context, js jetstream.JetStream) err
 	if err != nil || !missing {
 		return err
 	}
-	acked, err := worker.ConsumerAcked(ctx, js, a.cfg.Stream, a.cfg.Worker.Durable)
+	delivered, err := worker.ConsumerDelivered(ctx, js, a.cfg.Stream, a.cfg.Worker.Durable)
 	if err != nil {
 		return err
 	}
-	if acked > 0 {
-		return &NewDatabaseError{Stream: a.cfg.Stream, Durable: durableName(a.cfg.Worker.Durable), Acked: acked, Missing: true}
+	if delivered > 0 {
+		return &NewDatabaseError{Stream: a.cfg.Stream, Durable: durableName(a.cfg.Worker.Durable), Delivered: delivered, Missing: true}
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
-	"github.com/memoryd/memoryd/worker"
 )
 
 // A database holds one prefix's memory: a memoryd of another prefix on it
@@ -87,22 +85,9 @@ func TestADatabaseServesOnePrefix(t *testing.T) {
 func TestANewDatabaseOnAConsumedStreamIsRefused(t *testing.T) {
 	t.Parallel()
 	a, ctx := startWithAlice(t)
-	// Alice's turn processed is not yet its event acknowledged: the
-	// worker acknowledges it after the commit, asynchronously, and its
-	// extraction may be done first (an ingest goroutine held up 0.1 s
-	// between the two had this serve find nothing acknowledged, create
-	// the database and be refused only then, the database left behind).
-	js, err := jetstream.New(a.nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventstest.Eventually(t, "alice's event acknowledged", time.Minute, func() (bool, string) {
-		acked, err := worker.ConsumerAcked(ctx, js, a.cfg.Stream, a.cfg.Worker.Durable)
-		return err == nil && acked > 0, fmt.Sprint("ack floor ", acked, ", ", err)
-	})
 	b, cfg := onMissingDatabase(t, a)
 	var fresh *NewDatabaseError
-	if err := b.Start(ctx); !errors.As(err, &fresh) || fresh.Acked == 0 || fresh.Stream != cfg.Stream {
+	if err := b.Start(ctx); !errors.As(err, &fresh) || fresh.Delivered == 0 || fresh.Stream != cfg.Stream {
 		t.Fatalf("serve on a new database beside a consumed stream: %v; want it refused", err)
 	}
 	// Refused before it was created: the restart that follows a failed
@@ -130,6 +115,56 @@ func TestANewDatabaseOnAConsumedStreamIsRefused(t *testing.T) {
 	}
 	if err := b.Start(ctx); err != nil {
 		t.Fatalf("serve on the database a replay filled: %v", err)
+	}
+}
+
+// A serve on a new database is refused as soon as the stream's ingest
+// consumer has delivered an event, acknowledged or not: the ack floor
+// stays 0 while the stream's first event waits for its acknowledgement
+// (recorded and not yet acknowledged, or redelivered after a crash), and
+// the check that read it let a mistyped --database-url take a share of the
+// stream from the memoryd recording it.
+func TestANewDatabaseOnADeliveredStreamIsRefused(t *testing.T) {
+	t.Parallel()
+	a := startTestApp(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The ingest consumer exists; the memoryd that recorded through it is
+	// stopped, so that the event below stays delivered and unacknowledged.
+	if err := a.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nc := eventstest.Conn(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := events.NewPublisher(js, a.cfg.Prefix).Publish(ctx, events.Turn{ID: "t1", UserID: "alice",
+		UserMessage: "my dog is Rex", AssistantResponse: "ok", Timestamp: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.Consumer(ctx, a.cfg.Stream, durableName(a.cfg.Worker.Durable))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var taken int
+	for range batch.Messages() {
+		taken++ // delivered, left unacknowledged
+	}
+	if err := batch.Error(); err != nil || taken != 1 {
+		t.Fatalf("fetched %d events: %v; want alice's one", taken, err)
+	}
+	if info, err := cons.Info(ctx); err != nil || info.AckFloor.Stream != 0 || info.Delivered.Stream == 0 {
+		t.Fatalf("consumer before the start: %+v, %v; want an event delivered above an ack floor of 0", info, err)
+	}
+	b, cfg := onMissingDatabase(t, a)
+	var fresh *NewDatabaseError
+	if err := b.Start(ctx); !errors.As(err, &fresh) || fresh.Delivered == 0 || fresh.Stream != cfg.Stream {
+		t.Fatalf("serve on a new database beside a stream with an event delivered: %v; want it refused", err)
 	}
 }
 
