@@ -87,6 +87,13 @@ func ChangesSubject(prefix, userID string) string {
 // not a change of userID (see IsChangeOf) is passed to fn as an error, with
 // a zero Change: the subscriber must not apply it, nor take its seq.
 // Unsubscribe the returned subscription when done.
+//
+// Changes does not wait for the NATS server: the subscription may still be
+// in the connection's write buffer when it returns. A request on the same
+// connection (a Client made on it) reaches the server after it, since a
+// connection's messages keep their order; before reading the user's memory
+// over another connection, Flush this one, or changes committed meanwhile
+// are missed.
 func (c *Client) Changes(userID string, fn func(Change, error)) (*nats.Subscription, error) {
 	sub, err := c.nc.Subscribe(ChangesSubject(c.prefix, userID), func(m *nats.Msg) {
 		var ch Change
