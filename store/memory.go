@@ -47,11 +47,17 @@ func (s *Store) storeContext(ctx context.Context, w ContextWrite) (id int64, ins
 	hash := ContentHash(w.UserID, w.Question, w.Answer)
 	// DO UPDATE (not DO NOTHING) so the existing row is locked and returned:
 	// see InsertContext for why the lock matters to pruning. xmax = 0 only on
-	// a fresh insert.
+	// a fresh insert. A direct write of a pair held from a turn makes the
+	// item the user's own (as context.update does): a reset before a replay
+	// deleted it, and a replay by another model words the turn otherwise,
+	// so the pair the store answered for was lost.
 	err = s.db.QueryRow(ctx, `
 		INSERT INTO context AS c (user_id, question, answer, created_at, event_id, conversation_id, content_hash, extractor, model, prompt_version)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-		ON CONFLICT (user_id, content_hash) DO UPDATE SET created_at = greatest(c.created_at, excluded.created_at)
+		ON CONFLICT (user_id, content_hash) DO UPDATE SET created_at = greatest(c.created_at, excluded.created_at),
+			extractor = CASE WHEN excluded.extractor = 'direct' THEN 'direct' ELSE c.extractor END,
+			model = CASE WHEN excluded.extractor = 'direct' THEN '' ELSE c.model END,
+			prompt_version = CASE WHEN excluded.extractor = 'direct' THEN '' ELSE c.prompt_version END
 		RETURNING id, xmax = 0`,
 		w.UserID, w.Question, w.Answer, w.CreatedAt, w.EventID, w.ConversationID, hash, w.Extractor, w.Model, w.PromptVersion,
 	).Scan(&id, &inserted)

@@ -1,0 +1,40 @@
+package store_test
+
+import (
+	"testing"
+
+	"github.com/memoryd/memoryd/store"
+)
+
+// TestResetKeepsAPairStoredAgainDirectly: a store of a pair the user
+// already has from a turn's extraction answers stored false with the
+// extracted item's id, the user's write of it. A reset (before replay
+// --reset) deletes what a replay extracts again, but the replay, by
+// another model, words the turn's pair otherwise: the pair the user
+// stored was gone after the replay, where stored before the turn's
+// extraction (the item then direct) it stayed. The user's write keeps the
+// item whichever came first.
+func TestResetKeepsAPairStoredAgainDirectly(t *testing.T) {
+	ctx, s := setup(t)
+	if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e1", UserID: "erin", UserMessage: "my dog is Rex", TurnAt: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	llm := store.Provenance{Extractor: "llm", Model: "m1", PromptVersion: "v3"}
+	extracted, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "erin", Question: "What is my dog called?", Answer: "Rex",
+		EventID: "e1", CreatedAt: t0, Provenance: llm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The user's store of the same pair, as the store endpoint writes it.
+	id, stored, err := s.StoreContext(ctx, store.ContextWrite{UserID: "erin", Question: "what is my dog called?", Answer: "Rex",
+		Provenance: store.Provenance{Extractor: "direct"}})
+	if err != nil || stored || id != extracted {
+		t.Fatalf("store of a pair held: id %d stored %v, %v; want the extracted item %d, not stored", id, stored, err, extracted)
+	}
+	if _, _, err := s.ResetMemory(ctx, []string{"erin"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ContextByID(ctx, "erin", id); err != nil {
+		t.Errorf("the pair erin stored, after a reset: %v; want it kept (a replay by another model does not bring it back)", err)
+	}
+}
