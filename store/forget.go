@@ -304,7 +304,7 @@ func (s *Store) ResetMemory(ctx context.Context, userIDs []string) (Removed, Res
 // UpdateContext) and a clear of direct writes (fact_direct_clears, which
 // a reset copies into fact_clears: DeleteFact, SetFactValues), and every
 // other write of the tables it deletes from (UpsertFacts, InsertContext,
-// SetFact, ReplaceOffline: an extraction's save writes fact_value_clears
+// SetFact, ReplaceOffline, SetLanguage: an extraction's save writes fact_value_clears
 // before fact_clears and facts before fact_items, the reverse of the
 // reset's order, and interleaved with it the two deadlocked,
 // TestExtractionBesideAResetOfEveryUserDeadlocksNot; SaveEmbeddings,

@@ -56,6 +56,14 @@ const languageLock = `hashtextextended('memoryd.language.' || current_schema() |
 func (s *Store) SetLanguage(ctx context.Context, userID, language, config string) (int64, error) {
 	var n int64
 	err := s.inTx(ctx, func(q *Store) error {
+		// First, as every writer of the items a reset deletes (see
+		// resetLock): a reset of every user deletes them in the table's
+		// order, the re-index locks them in id order, and interleaved the
+		// two deadlocked, failing one of them
+		// (TestLanguageChangeBesideAResetOfEveryUserDeadlocksNot).
+		if err := q.lockResets(ctx); err != nil {
+			return err
+		}
 		if _, err := q.db.Exec(ctx, `SELECT pg_advisory_xact_lock(`+languageLock+`)`, userID); err != nil {
 			return fmt.Errorf("lock user language: %w", err)
 		}
