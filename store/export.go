@@ -1164,9 +1164,15 @@ func applyContext(ctx context.Context, q *Store, userID string, lines []any) (in
 		SELECT DISTINCT ON (h) $1, qu, a, t, e, cv, sc, h, x, m, p, memoryd_said_in('{}', e, array_agg(e) OVER pair)
 		FROM w WINDOW pair AS (PARTITION BY h ORDER BY t, o ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
 		ORDER BY h, t DESC, o DESC
-		ON CONFLICT (user_id, content_hash) DO UPDATE SET created_at = excluded.created_at,
-			said_in = memoryd_said_in(c.said_in, c.event_id, array_prepend(excluded.event_id, excluded.said_in))
-		WHERE c.created_at < excluded.created_at
+		ON CONFLICT (user_id, content_hash) DO UPDATE SET created_at = greatest(c.created_at, excluded.created_at),
+			said_in = CASE WHEN c.created_at < excluded.created_at
+				THEN memoryd_said_in(c.said_in, c.event_id, array_prepend(excluded.event_id, excluded.said_in)) ELSE c.said_in END,
+			extractor = CASE WHEN excluded.extractor = 'direct' THEN 'direct' ELSE c.extractor END,
+			model = CASE WHEN excluded.extractor = 'direct' THEN '' ELSE c.model END,
+			prompt_version = CASE WHEN excluded.extractor = 'direct' THEN '' ELSE c.prompt_version END
+		-- A direct line makes a held pair the user's own, as a store of it
+		-- does (StoreContext): a reset keeps it.
+		WHERE c.created_at < excluded.created_at OR (excluded.extractor = 'direct' AND c.extractor <> 'direct')
 		RETURNING c.id, c.xmax = 0`,
 		userID, qs, as, ats, events, convs, scopes, hashes, xs, ms, ps, qhashes, lhashes, lqhashes)
 	if err != nil {

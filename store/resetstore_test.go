@@ -1,7 +1,9 @@
 package store_test
 
 import (
+	"bytes"
 	"testing"
+	"time"
 
 	"github.com/memoryd/memoryd/store"
 )
@@ -36,5 +38,41 @@ func TestResetKeepsAPairStoredAgainDirectly(t *testing.T) {
 	}
 	if _, err := s.ContextByID(ctx, "erin", id); err != nil {
 		t.Errorf("the pair erin stored, after a reset: %v; want it kept (a replay by another model does not bring it back)", err)
+	}
+}
+
+// TestResetKeepsADirectPairImportedOverAnExtractedOne: an import's line
+// of a pair the user wrote directly elsewhere (extractor "direct", no
+// turn), into a memory holding the pair from a turn's extraction, left
+// the item extracted: a reset deleted it, and a replay by another model
+// did not bring it back. The import's direct line makes it the user's own,
+// as a store does.
+func TestResetKeepsADirectPairImportedOverAnExtractedOne(t *testing.T) {
+	ctx, s := setup(t)
+	if _, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "finn", Question: "What is my dog called?", Answer: "Rex",
+		CreatedAt: t0, Provenance: store.Provenance{Extractor: "direct"}}); err != nil {
+		t.Fatal(err)
+	}
+	var exp bytes.Buffer
+	if err := s.Export(ctx, "finn", &exp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e1", UserID: "gina", UserMessage: "my dog is Rex", TurnAt: t0.Add(time.Hour)}}); err != nil {
+		t.Fatal(err)
+	}
+	// Held from gina's own turn, later than the exported line.
+	id, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "gina", Question: "What is my dog called?", Answer: "Rex",
+		EventID: "e1", CreatedAt: t0.Add(time.Hour), Provenance: store.Provenance{Extractor: "llm", Model: "m1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Import(ctx, "gina", "gina", bytes.NewReader(exp.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.ResetMemory(ctx, []string{"gina"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ContextByID(ctx, "gina", id); err != nil {
+		t.Errorf("the pair gina imported as her own write, after a reset: %v; want it kept", err)
 	}
 }
