@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -74,5 +76,40 @@ func TestResetKeepsADirectPairImportedOverAnExtractedOne(t *testing.T) {
 	}
 	if _, err := s.ContextByID(ctx, "gina", id); err != nil {
 		t.Errorf("the pair gina imported as her own write, after a reset: %v; want it kept", err)
+	}
+}
+
+// TestReextractionKeepsAPairStoredAgainDirectly: the re-extraction by the
+// model of a turn a spend cap sent to the offline extractor deletes what
+// the offline extractor stored of it; a pair of those the user had
+// stored again (stored false) went with them.
+func TestReextractionKeepsAPairStoredAgainDirectly(t *testing.T) {
+	ctx, s := setup(t)
+	if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e1", UserID: "hana", UserMessage: "Remember: the gate code is 4411", TurnAt: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	rules := store.Provenance{Extractor: "rules"}
+	pair := store.ContextWrite{UserID: "hana", Question: "Remember: the gate code is 4411", Answer: "Noted.", EventID: "e1", CreatedAt: t0, Provenance: rules}
+	id, _, err := s.StoreContext(ctx, pair)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkProcessed(ctx, "hana", []string{"e1"}, rules); err != nil {
+		t.Fatal(err)
+	}
+	pair.EventID, pair.CreatedAt, pair.Provenance = "", time.Time{}, store.Provenance{Extractor: "direct"}
+	if again, stored, err := s.StoreContext(ctx, pair); err != nil || stored || again != id {
+		t.Fatalf("store of the offline pair: %d, stored %v, %v; want %d held", again, stored, err, id)
+	}
+	llm := store.Provenance{Extractor: "llm", Model: "m"}
+	if err := s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+		_, err := q.ReplaceOffline(ctx, store.Reextraction{UserID: "hana", EventIDs: []string{"e1"}, Offline: "rules", Provenance: llm,
+			Context: []store.ContextWrite{{UserID: "hana", Question: "What is the gate code?", Answer: "4411", EventID: "e1", CreatedAt: t0, Provenance: llm}}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ContextByID(ctx, "hana", id); err != nil {
+		t.Errorf("the pair hana stored, after the model's re-extraction: %v; want it kept", err)
 	}
 }
