@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Managing one user's context items by id: list without a keyword, get,
@@ -176,11 +177,30 @@ func (s *Store) UpdateContext(ctx context.Context, u ContextUpdate) (ContextItem
 		case !errors.Is(err, pgx.ErrNoRows):
 			return err
 		}
-		if _, err := q.db.Exec(ctx, `UPDATE context SET question = $3, answer = $4, content_hash = $5,
+		// In a savepoint: a store of the same pair committing after the
+		// look above (a store takes no clear lock) fails the update on the
+		// unique index, which is the duplicate the look would have found
+		// (TestUpdateToAPairStoredMeanwhileIsADuplicate); it was a 500.
+		sp, err := q.db.(pgx.Tx).Begin(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := sp.Exec(ctx, `UPDATE context SET question = $3, answer = $4, content_hash = $5,
 				extractor = CASE WHEN content_hash = $5 THEN extractor ELSE 'direct' END,
 				model = CASE WHEN content_hash = $5 THEN model ELSE '' END,
 				prompt_version = CASE WHEN content_hash = $5 THEN prompt_version ELSE '' END
 			WHERE user_id = $1 AND id = $2`, u.UserID, u.ID, cur.Question, cur.Answer, hash); err != nil {
+			_ = sp.Rollback(ctx)
+			if pgErr, ok := errors.AsType[*pgconn.PgError](err); !ok || pgErr.Code != "23505" {
+				return err
+			}
+			if err := q.db.QueryRow(ctx, `SELECT id FROM context WHERE user_id = $1 AND content_hash = $2 AND id <> $3`,
+				u.UserID, hash, u.ID).Scan(&other); err != nil {
+				return fmt.Errorf("duplicate pair: %w", err)
+			}
+			return &DuplicateError{ID: other}
+		}
+		if err := sp.Commit(ctx); err != nil {
 			return err
 		}
 		if string(hash) != string(oldHash) {
