@@ -1083,3 +1083,23 @@ func TestModelFlagsWithoutBaseURLSaid(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigPrintAsFileWarnsOfNothing: config print's output is a valid
+// memoryd.yaml (operations.md), and read back it warns of no model setting:
+// its empty keys and default model names are not settings given without a
+// base URL (an ops walk's commands each warned six times, "--llm-api-key
+// is set without --llm-base-url", of llm_api_key: "").
+func TestConfigPrintAsFileWarnsOfNothing(t *testing.T) {
+	out, errOut, code := runArgs(context.Background(), "config", "print")
+	if code != 0 {
+		t.Fatalf("config print: exit %d, stderr %q", code, errOut)
+	}
+	file := filepath.Join(t.TempDir(), "memoryd.yaml")
+	if err := os.WriteFile(file, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code = runArgs(context.Background(), "config", "print", "--config", file)
+	if code != 0 || strings.Contains(errOut, "is set without") {
+		t.Fatalf("config print --config of its own output: exit %d, stderr %q", code, errOut)
+	}
+}

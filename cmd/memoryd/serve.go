@@ -212,6 +212,11 @@ func (o *serveOptions) warnUnusedModelFlags(f *flags, logger *slog.Logger) {
 			continue
 		}
 		for _, fl := range g.flags {
+			// A value equal to the default (an empty key, a file written
+			// by config print) gives nothing to leave unused.
+			if v := f.Lookup(fl); v != nil && v.Value.String() == v.DefValue {
+				continue
+			}
 			if src := f.source[fl]; src != "" && src != "default" {
 				logger.Warn(fmt.Sprintf("--%s is set without %s, so it is not used (%s)", fl, g.base, g.off), "source", src)
 			}
