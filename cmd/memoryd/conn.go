@@ -346,7 +346,9 @@ func explain(err error) string {
 	)
 	switch {
 	case errors.As(err, &connErr) && errors.As(err, &pgErr) && pgErr.Code == "3D000":
-		return fmt.Sprintf("Postgres database %q does not exist; run 'memoryd migrate' (it creates it) or create it with createdb.", connErr.Database)
+		// The server named: a shell without the URL's variable asks the
+		// default one, where migrate would create an empty database.
+		return fmt.Sprintf("Postgres database %q does not exist at %s:%d; check --database-url / MEMORYD_DATABASE_URL, or run 'memoryd migrate' (it creates it) or create it with createdb.", connErr.Database, connErr.Host, connErr.Port)
 	case errors.As(err, &connErr) && errors.As(err, &pgErr) && pgErr.Code == "28P01":
 		return fmt.Sprintf("Postgres at %s:%d refused the user or password; check --database-url / MEMORYD_DATABASE_URL.", connErr.Host, connErr.Port)
 	case errors.As(err, &connErr) && errors.As(err, &pgErr) && pgErr.Code == "28000":
