@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -58,7 +59,14 @@ func TestPruneCommand(t *testing.T) {
 		t.Fatalf("prune --max-db-size 10K --max-context-per-user 1: exit %d, alice %+v, %v; want exit 1 and no item pruned\n%s%s", code, st, err, out, errOut)
 	}
 	// A database that does not exist is not created to be pruned.
-	missing := "postgres://postgres@127.0.0.1:5432/memoryd_prune_missing_" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "_")) + "?sslmode=disable"
+	// On the test server (MEMORYD_TEST_DATABASE_URL), which the check below
+	// reads: a fixed 127.0.0.1:5432 asked another server than it checked.
+	mu, err := url.Parse(storetest.BaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Path = "/memoryd_prune_missing_" + strings.ToLower(t.Name())
+	missing := mu.String()
 	out, errOut, code = runCmd(t, missing, prefix, stream, "prune", "--max-context-per-user", "1")
 	if code != 1 || !strings.Contains(errOut, "the database does not exist") {
 		t.Fatalf("prune of a missing database: exit %d\n%s%s", code, out, errOut)
