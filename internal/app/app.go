@@ -993,7 +993,11 @@ func (a *App) natsHealth(ctx context.Context, nc *nats.Conn) map[string]string {
 	}
 	if !nc.IsConnected() {
 		checks["nats"] = notConnected(nc)
-	} else if err := pingWithin(ctx, nc); err != nil {
+	} else if err := pingWithin(ctx, nc); err != nil && !nc.IsConnected() {
+		// Lost while the ping was in flight ("nats: connection closed"):
+		// told as not connected, not as connected and silent at once.
+		checks["nats"] = notConnected(nc)
+	} else if err != nil {
 		// Connected as far as the client knows, but the server (or the
 		// path to it) does not answer: a hung server, a lost host or a
 		// partition, which the client's pings find only later. Requests
