@@ -531,7 +531,7 @@ pairs through the running memoryd.`)
 func runStats(ctx context.Context, a *cli, args []string) (err error) {
 	var o clientOptions
 	defer func() { err = o.callError(err) }()
-	f := newFlags("stats", "Usage: memoryd stats --user U\n\nShows a user's turns received, processed, failed and pending, and their facts and context items.")
+	f := newFlags("stats", "Usage: memoryd stats --user U\n\nShows a user's turns received, processed, failed and pending, their facts and context items, and the model tokens their turns spent today against the daily cap, if any.")
 	o.register(f)
 	pos, err := o.parse(f, args)
 	if err != nil {
@@ -559,6 +559,17 @@ func runStats(ctx context.Context, a *cli, args []string) (err error) {
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "turns received\t%d\nturns processed\t%d\nturns failed\t%d\nturns pending\t%d\nfacts\t%d\ncontext items\t%d\nlast processed\t%s\n",
 		s.TurnsReceived, s.TurnsProcessed, s.TurnsFailed, s.TurnsPending, s.Facts, s.ContextItems, last)
+	// The day's spend against the cap, when there is either: over the cap
+	// the user's turns are extracted offline (operations.md, "Daily spend
+	// caps"), which the counts above do not show.
+	switch {
+	case s.LLMDailyTokenCap > 0 && s.LLMTokensToday >= s.LLMDailyTokenCap:
+		fmt.Fprintf(tw, "model tokens today\t%d of the daily cap of %d: reached, turns are extracted offline until 00:00 UTC\n", s.LLMTokensToday, s.LLMDailyTokenCap)
+	case s.LLMDailyTokenCap > 0:
+		fmt.Fprintf(tw, "model tokens today\t%d of the daily cap of %d\n", s.LLMTokensToday, s.LLMDailyTokenCap)
+	case s.LLMTokensToday > 0:
+		fmt.Fprintf(tw, "model tokens today\t%d (no daily cap)\n", s.LLMTokensToday)
+	}
 	return tw.Flush()
 }
 
