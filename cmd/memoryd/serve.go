@@ -11,6 +11,7 @@ import (
 
 	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/internal/app"
+	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/worker"
 )
 
@@ -312,7 +313,8 @@ database does not exist.
 A database holds one prefix's memory: the first serve or replay records its
 --prefix, and memoryd of another prefix refuses it. --set-prefix records
 --prefix (and --stream) instead, to move a deployment to another prefix with
-every memoryd using the database stopped.`)
+every memoryd using the database stopped, and says what the stream recorded
+before keeps (its turns, read by no memoryd of the new prefix).`)
 	o.register(f)
 	f.ArgBool(&setPrefix, "set-prefix", false, "record --prefix and --stream as what this database serves, replacing what is recorded")
 	f.ArgBool(&status, "status", false, "list the migrations pending and apply nothing")
@@ -351,10 +353,14 @@ every memoryd using the database stopped.`)
 		fmt.Fprintf(a.stdout, "migrations applied: %d (schema up to date)\n", len(applied))
 	}
 	if setPrefix {
-		if err := m.SetDeployment(ctx); err != nil {
+		prev, had, err := m.SetDeployment(ctx)
+		if err != nil {
 			return err
 		}
 		fmt.Fprintf(a.stdout, "this database now serves prefix %q (stream %s)\n", o.prefix, o.stream)
+		if had && (prev.Prefix != o.prefix || prev.Stream != o.stream) {
+			printLeftByMove(a, prev, o.prefix, o.stream)
+		}
 	}
 	return nil
 }
@@ -383,4 +389,20 @@ func migrateStatus(ctx context.Context, a *cli, m *app.App) error {
 		fmt.Fprintf(a.stdout, "the database also has migrations %v, which a newer memoryd applied and this one does not know\n", ahead)
 	}
 	return nil
+}
+
+// printLeftByMove says what a move to another prefix or stream leaves with
+// the stream recorded before, which no memoryd of the new one reads (an
+// ops walk found each of these only later, by its effects).
+func printLeftByMove(a *cli, prev store.Deployment, prefix, stream string) {
+	if prev.Stream == stream {
+		fmt.Fprintf(a.stdout, "stream %s's ingest consumer (memoryd-ingest), if it has one, reads prefix %q's subjects, and serve of prefix %q refuses it until it is deleted; "+
+			"the events already in the stream stay under %q's subjects, which no replay of prefix %q reads: give a new --stream instead (see docs/operations.md, Scale-out)\n",
+			stream, prev.Prefix, prefix, prev.Prefix, prefix)
+		return
+	}
+	fmt.Fprintf(a.stdout, "the turns of stream %s (prefix %q) stay there, read by no memoryd of prefix %q: no replay of stream %s rebuilds the memory extracted from them "+
+		"(a replay --reset refuses to delete it), a forget does not delete a user's events there, and %s_DEADLETTER and %s_FORGETS are not read; "+
+		"keep the stream or delete it as docs/operations.md, Scale-out, says\n",
+		prev.Stream, prev.Prefix, prefix, stream, prev.Stream, prev.Stream)
 }

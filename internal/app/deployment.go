@@ -136,26 +136,31 @@ func durableName(d string) string {
 // SetDeployment records this memoryd's prefix and stream as what the
 // database serves, replacing what was recorded, after migrating it: an
 // operator moving a deployment to another prefix with every memoryd using
-// the database stopped.
-func (a *App) SetDeployment(ctx context.Context) error {
+// the database stopped. It returns what was recorded before (had: any).
+func (a *App) SetDeployment(ctx context.Context) (prev store.Deployment, had bool, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s, err := a.openStore(ctx, true)
 	if err != nil {
-		return err
+		return prev, false, err
 	}
 	// A process is live while its heartbeat is younger than the process
 	// timeout (10 s by default, the least any worker uses).
 	timeout := max(a.cfg.Worker.ProcessTimeout, 10*time.Second)
 	live, err := s.LiveProcesses(ctx, timeout)
 	if err != nil {
-		return err
+		return prev, false, err
 	}
 	if live > 0 {
 		// They would go on under the old prefix, and be refused at
 		// their next start.
-		return fmt.Errorf("%d memoryd processes with workers are running on this database (a heartbeat within the last %s): "+
+		return prev, false, fmt.Errorf("%d memoryd processes with workers are running on this database (a heartbeat within the last %s): "+
 			"stop every memoryd using it first (serves with --role enrich and no embeddings keep no record: stop them too), then run this again", live, timeout)
 	}
-	return s.SetDeployment(ctx, a.cfg.Prefix, a.cfg.Stream)
+	// What was recorded before: its stream keeps what the move leaves,
+	// for the caller to say.
+	if prev, had, err = s.Deployment(ctx); err != nil {
+		return prev, false, err
+	}
+	return prev, had, s.SetDeployment(ctx, a.cfg.Prefix, a.cfg.Stream)
 }

@@ -60,15 +60,15 @@ func TestADatabaseServesOnePrefix(t *testing.T) {
 	}
 	// Not while the first prefix's memoryd runs: it would go on under its
 	// prefix (before, the move was made, exit 0, and the serve carried on).
-	if err := b.SetDeployment(ctx); err == nil || !strings.Contains(err.Error(), "1 memoryd processes with workers are running") {
+	if _, _, err := b.SetDeployment(ctx); err == nil || !strings.Contains(err.Error(), "1 memoryd processes with workers are running") {
 		t.Fatalf("migrate --set-prefix beside a running serve: %v; want it refused", err)
 	}
 	// Moved on purpose, with the first prefix's memoryd stopped.
 	if err := a.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.SetDeployment(ctx); err != nil {
-		t.Fatal(err)
+	if prev, had, err := b.SetDeployment(ctx); err != nil || !had || prev.Prefix != a.cfg.Prefix || prev.Stream != a.cfg.Stream {
+		t.Fatalf("set-prefix: previous %+v (recorded %v), %v; want prefix %q, stream %s", prev, had, err, a.cfg.Prefix, a.cfg.Stream)
 	}
 	if err := b.Start(ctx); err != nil {
 		t.Fatalf("serve of prefix %q after migrate --set-prefix: %v", cfg.Prefix, err)
