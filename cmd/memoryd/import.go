@@ -63,6 +63,11 @@ as many as the file needs.`)
 		// pipe or stdin is read once, as it comes.
 		if fi, err := file.Stat(); err == nil && fi.Mode().IsRegular() {
 			if err := events.CheckImport(bufio.NewReader(file)); err != nil {
+				// Said, as the service's refusal of a line says it.
+				var inErr *events.InputError
+				if errors.As(err, &inErr) {
+					return &events.InputError{Line: inErr.Line, Problem: inErr.Problem + ": the file is refused whole, nothing was imported"}
+				}
 				return err
 			}
 			if _, err := file.Seek(0, io.SeekStart); err != nil {
