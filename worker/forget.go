@@ -54,10 +54,19 @@ type ForgetResult struct {
 // the dead-letter stream is events.DeadLetterStream(stream), as Worker
 // creates it by default.
 func Forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix, stream, userID string) (ForgetResult, error) {
+	return ForgetLogged(ctx, js, s, prefix, stream, userID, nil)
+}
+
+// ForgetLogged is Forget logging to logger (nil: slog.Default()): a
+// command's forget logs in its own --log-format.
+func ForgetLogged(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix, stream, userID string, logger *slog.Logger) (ForgetResult, error) {
 	if stream == "" {
 		stream = events.DefaultStream
 	}
-	return forget(ctx, js, s, prefix, stream, events.DeadLetterStream(stream), userID, nil, slog.Default())
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return forget(ctx, js, s, prefix, stream, events.DeadLetterStream(stream), userID, nil, logger)
 }
 
 // Forget deletes a user as the package-level Forget does, with the worker's

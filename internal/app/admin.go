@@ -464,7 +464,7 @@ func (a *App) forget(ctx context.Context, w *worker.Worker, js jetstream.JetStre
 	if w != nil {
 		r, err = w.Forget(ctx, userID)
 	} else {
-		r, err = worker.Forget(ctx, js, s, a.cfg.Prefix, a.cfg.Stream, userID)
+		r, err = worker.ForgetLogged(ctx, js, s, a.cfg.Prefix, a.cfg.Stream, userID, a.logger)
 	}
 	return forgetReply(r), err
 }
