@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/memoryd/memoryd/events"
@@ -101,7 +102,7 @@ again (a re-publish of the same event id is a duplicate).`)
 	pub := events.NewPublisher(js, o.prefix)
 	var w *processedWaiter
 	if wait > 0 {
-		w = &processedWaiter{c: events.NewClient(js.Conn(), o.prefix), seen: map[string]events.StatsReply{}, sent: map[string]int64{}}
+		w = &processedWaiter{c: events.NewClient(js.Conn(), o.prefix), nc: js.Conn(), seen: map[string]events.StatsReply{}, sent: map[string]int64{}}
 	}
 	send := func(t events.Turn) error {
 		if w != nil {
@@ -203,6 +204,7 @@ func newEventID() string {
 // opted-out turns are never counted), then their turns_pending 0.
 type processedWaiter struct {
 	c    *events.Client
+	nc   *nats.Conn                   // c's, for the server's refusals
 	seen map[string]events.StatsReply // each user's stats before their first turn
 	sent map[string]int64
 }
@@ -215,6 +217,10 @@ func (w *processedWaiter) before(ctx context.Context, user string) error {
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	st, err := w.c.Stats(sctx, user)
+	if refused := refusedByServer(w.nc); err != nil && refused != nil {
+		// The credential's, not a missing serve: said as stats says it.
+		return fmt.Errorf("--wait reads the user's stats: %w", refused)
+	}
 	if err != nil {
 		return fmt.Errorf("--wait reads the user's stats from a running memoryd serve (not --role ingest): start one, or publish without --wait: %w", err)
 	}
