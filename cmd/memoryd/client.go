@@ -146,7 +146,7 @@ func (o *clientOptions) callError(err error) error {
 	case errors.As(err, &inErr):
 		// The input is not an export: a bad argument, as a line the
 		// service refuses is (exit 2).
-		return &usageError{cmd: o.conn.cmd, err: fmt.Errorf("%s", strings.TrimPrefix(inErr.Error(), "memoryd "+o.conn.cmd+": "))}
+		return &usageError{cmd: o.conn.cmd, err: fmt.Errorf("%s", strings.TrimPrefix(inErr.Error(), "memoryd "+o.conn.cmd+": ")), input: true}
 	case errors.As(err, &textErr):
 		// An argument or a file's text is not UTF-8: refused before it is
 		// sent, as the service would refuse it (exit 2).

@@ -134,6 +134,9 @@ func (h *helpRequest) Unwrap() error { return flag.ErrHelp }
 type usageError struct {
 	cmd string
 	err error
+	// input marks a refusal of what the command read (an import file's
+	// line), not of its command line: the flags' usage would not help.
+	input bool
 }
 
 func (e *usageError) Error() string { return e.err.Error() }

@@ -122,6 +122,9 @@ func run(ctx context.Context, a *cli, args []string) int {
 			return 0
 		case errors.Is(err, flag.ErrHelp):
 			return 0
+		case errors.As(err, &uerr) && uerr.input:
+			fmt.Fprintf(a.stderr, "memoryd %s: %s\n", c.name, flagNames(uerr.err.Error()))
+			return 2
 		case errors.As(err, &uerr):
 			fmt.Fprintf(a.stderr, "memoryd %s: %s\nRun 'memoryd %s -h' for usage.\n", c.name, flagNames(uerr.err.Error()), uerr.cmd)
 			return 2
