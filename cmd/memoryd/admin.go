@@ -158,6 +158,7 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 	if dryRun {
 		fmt.Fprintf(a.stdout, "dry run: read %d events (%d invalid, %d opted out); %d turns would be extracted again; nothing was written\n",
 			p.Read, p.Invalid, p.OptedOut, p.Enqueued)
+		sayNoneInScope(a, p, ro)
 		if u := p.Unreplayable; u.Items > 0 {
 			fmt.Fprintf(a.stdout, "a --reset would delete %d items of memory (of %d user(s)) extracted from %d recorded turns the stream no longer holds (recorded from sequences %d-%d): it is refused without --allow-loss\n",
 				u.Items, u.Users, u.Turns, u.FirstSeq, u.LastSeq)
@@ -170,6 +171,7 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 	}
 	fmt.Fprintf(a.stdout, "read %d events (%d invalid, %d opted out), %d turns enqueued for extraction in %s\n",
 		p.Read, p.Invalid, p.OptedOut, p.Enqueued, p.Elapsed.Round(time.Millisecond))
+	sayNoneInScope(a, p, ro)
 	if p.Forgotten > 0 {
 		fmt.Fprintf(a.stdout, "%d events skipped: a forget of their user covers them (one ran beside the replay, one's stream side did not finish, or the stream came back from a backup older than the forget); they stay forgotten, and %d are no longer in the stream (deleted now, or by the forget already)\n", p.Forgotten, p.ForgottenDeleted)
 	}
@@ -366,4 +368,27 @@ func resetScope(m store.ResetMark) string {
 		return "1 user"
 	}
 	return fmt.Sprintf("%d users", m.Users)
+}
+
+// sayNoneInScope says why a replay read no event, when it read none: a
+// bare "read 0 events" left an operator to guess whether the user id, the
+// sequence or the time was wrong (an ops walk).
+func sayNoneInScope(a *cli, p worker.ReplayProgress, ro app.ReplayOptions) {
+	if p.Read > 0 {
+		return
+	}
+	var why string
+	switch {
+	case p.EndSeq == 0:
+		why = "the stream holds no event"
+	case ro.FromSeq > p.EndSeq:
+		why = fmt.Sprintf("--from-seq %d is past the stream's last sequence, %d", ro.FromSeq, p.EndSeq)
+	case !ro.Since.IsZero():
+		why = fmt.Sprintf("the stream (last sequence %d) holds no event stored since %s", p.EndSeq, ro.Since.UTC().Format(time.RFC3339))
+	case len(ro.Users) > 0:
+		why = fmt.Sprintf("the stream (last sequence %d) holds no event of the user(s) named: ids match exactly, case and spaces included (memoryd stats --user U shows what was recorded of one)", p.EndSeq)
+	default:
+		why = fmt.Sprintf("no event in the stream from sequence %d to its last, %d", max(ro.FromSeq, 1), p.EndSeq)
+	}
+	fmt.Fprintf(a.stdout, "nothing to replay: %s\n", why)
 }

@@ -443,6 +443,33 @@ func TestReplayOutput(t *testing.T) {
 	}
 }
 
+// TestReplayOfNothingSaysWhy: a replay that reads no event says which of
+// its selections found nothing (an ops walk's --from-seq past the end and
+// --user of a user with no events printed only "read 0 events").
+func TestReplayOfNothingSaysWhy(t *testing.T) {
+	t.Parallel()
+	common, _, _ := replaySetup(t, 3)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--from-seq", "99"}, "nothing to replay: --from-seq 99 is past the stream's last sequence, 3"},
+		{[]string{"--user", "Alice"}, "nothing to replay: the stream (last sequence 3) holds no event of the user(s) named"},
+		{[]string{"--since", "2099-01-01T00:00:00Z"}, "nothing to replay: the stream (last sequence 3) holds no event stored since 2099-01-01T00:00:00Z"},
+	} {
+		for _, mode := range []string{"--dry-run", "--no-work"} {
+			out, errOut, code := runArgs(context.Background(), append(append([]string{"replay", mode}, c.args...), common...)...)
+			if code != 0 || !strings.Contains(out, c.want) {
+				t.Errorf("replay %s %v: exit %d, stdout %q, stderr %q; want %q", mode, c.args, code, out, errOut, c.want)
+			}
+		}
+	}
+	// One that reads events says nothing of the kind.
+	if out, errOut, code := runArgs(context.Background(), append([]string{"replay", "--dry-run"}, common...)...); code != 0 || strings.Contains(out, "nothing to replay") {
+		t.Errorf("replay --dry-run of 3 events: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
 // replaySetup publishes n turns (publishTurns) to a stream of its own and
 // returns the flags that point a command at it and at a schema of its own,
 // with the connection and the subject prefix.
