@@ -436,7 +436,9 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 
 	const calls = 2     // the request and one correction
 	tokenBound := false // a reply was cut at MaxTokens, or held only reasoning
+	windowCut := 0      // tokens of a reply the server cut below MaxTokens
 	for call := 1; ; call++ {
+		before := usage.CompletionTokens
 		reply, cut, err := l.complete(ctx, req, &usage)
 		var failed *Error
 		if errors.As(err, &failed) {
@@ -451,17 +453,26 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 		if err == nil {
 			return usage, nil
 		}
-		if cut {
+		if got := usage.CompletionTokens - before; cut && got > 0 && got < l.cfg.MaxTokens {
+			// Stopped below the limit asked for: the server's context
+			// window (prompt and reply) was full, as llama.cpp's server
+			// without context shift stops. Raising MaxTokens would not help.
+			err = fmt.Errorf("%w; the reply was cut after %d tokens, so keep it shorter", err, got)
+			windowCut = got
+		} else if cut {
 			// Say so, in the error and to the model: a shorter reply fits.
 			err = fmt.Errorf("%w; the reply was cut at the limit of %d tokens, so keep it shorter", err, l.cfg.MaxTokens)
 			tokenBound = true
 		}
 		if call == calls {
 			e := newError(KindInvalidOutput, "%v (after %d model calls)", err, call)
+			// For the operator only (the log, memoryd failed), not the
+			// model: the bounds are theirs to raise.
 			if tokenBound {
-				// For the operator only (the log, memoryd failed), not the
-				// model: the bound is theirs to raise.
 				e.Reason += fmt.Sprintf("; the model ran into its token limit: raise --llm-max-tokens (now %d)", l.cfg.MaxTokens)
+			}
+			if windowCut > 0 {
+				e.Reason += fmt.Sprintf("; the server cut a reply after %d tokens, below --llm-max-tokens (%d): its context window is full; raise the server's context size (Ollama: OLLAMA_CONTEXT_LENGTH; llama.cpp: --ctx-size, shared by its --parallel slots)", windowCut, l.cfg.MaxTokens)
 			}
 			return usage, e
 		}

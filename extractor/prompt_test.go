@@ -218,6 +218,26 @@ func TestLLMSendsMaxTokens(t *testing.T) {
 	}
 }
 
+// A reply the server stopped with finish reason "length" below max_tokens
+// ran out of the server's context window (llama.cpp's server without
+// context shift, whose slot holds --ctx-size over --parallel tokens), not
+// into --llm-max-tokens: the error says so and names the server's setting,
+// not the flag, which raising would not help (a local-model walk: a reply
+// cut after 60 tokens was told "raise --llm-max-tokens (now 2048)").
+func TestLLMReplyCutByTheContextWindow(t *testing.T) {
+	t.Parallel()
+
+	srv := extractortest.NewServer(t, extractortest.CutShort(`{"facts": [{"op": "set", "key": "name", "val`, 37))
+	_, err := newTestLLM(t, srv, func(c *LLMConfig) { c.MaxTokens = 2048 }).Extract(context.Background(), testInput("I'm Ana"))
+	if KindOf(err) != KindInvalidOutput || !strings.Contains(err.Error(), "after 37 tokens, below --llm-max-tokens (2048)") ||
+		!strings.Contains(err.Error(), "context") || strings.Contains(err.Error(), "raise --llm-max-tokens") {
+		t.Fatalf("Extract error = %v, want invalid output blaming the server's context window, not --llm-max-tokens", err)
+	}
+	if note := lastRequest(t, srv).Messages[1].Content; !strings.Contains(note, "cut after 37 tokens, so keep it shorter") || strings.Contains(note, "2048") {
+		t.Errorf("correction does not say where the reply was cut:\n%s", note)
+	}
+}
+
 // TestLLMReplyCutAtMaxTokens: a reply the server cut at max_tokens is
 // invalid, and both the correction and the final error say why.
 func TestLLMReplyCutAtMaxTokens(t *testing.T) {

@@ -33,6 +33,9 @@ type Reply struct {
 	// Header holds extra response headers, e.g. Retry-After. Content-Type
 	// defaults to application/json.
 	Header http.Header
+	// cutAtLimit marks Cut's replies: their usage reports as many
+	// completion tokens as the request's limit, as a server's does.
+	cutAtLimit bool
 }
 
 // Content returns a 200 chat completion whose single choice has the given
@@ -43,12 +46,27 @@ func Content(content string) Reply {
 }
 
 // Cut is Content with finish reason "length": a reply the server cut at
-// the request's token limit (max_tokens), content being what it sent.
+// the request's token limit (max_tokens), content being what it sent. Its
+// usage reports the request's limit as the completion tokens.
 func Cut(content string) Reply {
-	return completion(content, openai.FinishReasonLength)
+	r := completion(content, openai.FinishReasonLength)
+	r.cutAtLimit = true
+	return r
+}
+
+// CutShort is a reply with finish reason "length" that the server stopped
+// after completionTokens, below the request's max_tokens: its context
+// window was full (llama.cpp's server without context shift stops so at
+// its slot's share of --ctx-size).
+func CutShort(content string, completionTokens int) Reply {
+	return completionUsage(content, openai.FinishReasonLength, openai.Usage{PromptTokens: 10, CompletionTokens: completionTokens, TotalTokens: 10 + completionTokens})
 }
 
 func completion(content string, reason openai.FinishReason) Reply {
+	return completionUsage(content, reason, openai.Usage{PromptTokens: 10, CompletionTokens: 5, TotalTokens: 15})
+}
+
+func completionUsage(content string, reason openai.FinishReason, usage openai.Usage) Reply {
 	body, err := json.Marshal(openai.ChatCompletionResponse{
 		ID:      "chatcmpl-extractortest",
 		Object:  "chat.completion",
@@ -59,7 +77,7 @@ func completion(content string, reason openai.FinishReason) Reply {
 			Message:      openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: content},
 			FinishReason: reason,
 		}},
-		Usage: openai.Usage{PromptTokens: 10, CompletionTokens: 5, TotalTokens: 15},
+		Usage: usage,
 	})
 	if err != nil {
 		panic("extractortest: encoding completion: " + err.Error())
@@ -172,7 +190,32 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		reply = h(req)
 	}
+	if reply.cutAtLimit {
+		reply = cutAt(reply, body)
+	}
 	write(w, reply)
+}
+
+// cutAt returns r with its usage's completion tokens the limit the request
+// (body) set, max_tokens or max_completion_tokens; r as it is without one.
+func cutAt(r Reply, body []byte) Reply {
+	var req openai.ChatCompletionRequest
+	var resp openai.ChatCompletionResponse
+	if json.Unmarshal(body, &req) != nil || json.Unmarshal([]byte(r.Body), &resp) != nil {
+		return r
+	}
+	limit := max(req.MaxTokens, req.MaxCompletionTokens)
+	if limit == 0 {
+		return r
+	}
+	resp.Usage.CompletionTokens = limit
+	resp.Usage.TotalTokens = resp.Usage.PromptTokens + limit
+	b, err := json.Marshal(resp)
+	if err != nil {
+		panic("extractortest: encoding completion: " + err.Error())
+	}
+	r.Body = string(b)
+	return r
 }
 
 func (s *Server) nextReplyLocked() Reply {
