@@ -1214,7 +1214,9 @@ func classify(err error, ex *exchange, timeout time.Duration) *Error {
 
 	switch {
 	case ex.timedOut:
-		return newError(KindTransient, "request timed out after %s", timeout)
+		// Named for the operator: a model slower than the timeout on every
+		// reply fails every turn, logged as the server unreachable.
+		return newError(KindTransient, "request timed out after %s (--llm-timeout: a model that answers slower needs it raised, --job-timeout above twice it)", timeout)
 	case ex.tooLarge && status == 0:
 		// Transient, not permanent: a sampled model that ran away (a
 		// repetition loop) answers normally the next time; the turn's

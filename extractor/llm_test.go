@@ -429,6 +429,13 @@ func TestLLMRequestTimeout(t *testing.T) {
 	if !errors.Is(err, ErrTransient) || !strings.Contains(err.Error(), "timed out") {
 		t.Fatalf("Extract error = %v, want ErrTransient saying it timed out", err)
 	}
+	// A model slower than the timeout on every reply (a small model on a
+	// CPU) is told by its error alone, logged as the server unreachable:
+	// it names the flag to raise (a local-model walk: every turn failed
+	// with "request timed out after 5s", nothing pointing at the flag).
+	if !strings.Contains(err.Error(), "--llm-timeout") || !strings.Contains(err.Error(), "--job-timeout") {
+		t.Errorf("Extract error = %v, want it to name --llm-timeout and --job-timeout", err)
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("error %v claims the caller's context expired", err)
 	}
