@@ -25,7 +25,7 @@ const msgListenFailed = "changes: listen"
 // again while a dependency is down (these do not back off far, or are
 // logged once per job, and every turn is a job with a model; the ingest's
 // every 5 s): a process's log handler may hold back repeats of them.
-var OutageRepeats = []string{msgListenFailed, msgPublishFailed, msgModelUnreachable, msgModelUnreachableAttempts, msgModelRefuses, msgDBUnreachable, msgDBDiskFull, msgDBReadOnly, msgEmbedWaiting, msgEmbedRefuses, msgIngestFailing}
+var OutageRepeats = []string{msgListenFailed, msgPublishFailed, msgModelUnreachable, msgModelUnreachableAttempts, msgModelRefuses, msgModelRefusesAttempts, msgDBUnreachable, msgDBDiskFull, msgDBReadOnly, msgEmbedWaiting, msgEmbedRefuses, msgIngestFailing}
 
 // msgPublishFailed is logged when a round of the changes publisher fails.
 // Its backoff starts again after a round that sent something, so with

@@ -741,6 +741,11 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 			// of its own, which the log handler holds back with the
 			// outage lines; a turn failed for good is an error each.
 			msg = msgModelUnreachableAttempts
+			if extractor.IsMisconfigured(err) {
+				// The server answers, refusing the key or the model: the
+				// operator's to fix, not the server's to come back.
+				msg = msgModelRefusesAttempts
+			}
 		}
 		level(msg, "job_id", job.ID, "user_id", userID, "event_ids", logIDs(eventIDs), "attempt", job.Attempt, "max_attempts", maxAttempts,
 			"final", v.final, "kind", kindName(err), "turns", len(eventIDs), "error", err)
@@ -756,6 +761,10 @@ const msgModelUnreachable = "model server unreachable; extraction waiting for it
 // attempt on a model server that does not answer: it waited
 // --llm-max-outage for it (or may not wait).
 const msgModelUnreachableAttempts = "model server unreachable past --llm-max-outage; extraction failed, spending attempts"
+
+// msgModelRefusesAttempts is logged instead when the server refuses the
+// configuration (extractor.IsMisconfigured).
+const msgModelRefusesAttempts = "model server refuses memoryd's API key or model past --llm-max-outage (--llm-api-key or --llm-api-key-file, --llm-model, --llm-base-url); extraction failed, spending attempts"
 
 // msgDBUnreachable is logged when an extraction job waits for Postgres
 // (outcomeDBDown).

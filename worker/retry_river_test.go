@@ -412,3 +412,34 @@ func TestModelRefusingIsReported(t *testing.T) {
 		t.Fatalf("ModelRefusing after the model answered = %+v, want nil", r)
 	}
 }
+
+// TestModelRefusingPastTheOutageSaysSo: an attempt spent past
+// --llm-max-outage on a server that refuses memoryd's model (Ollama's 404
+// for a model not pulled) is logged as the refusal it is, naming the
+// flags to fix, not as the server unreachable: a local-model walk with a
+// wrong --llm-model saw "model server unreachable past --llm-max-outage"
+// from a server that answered every request at once. The line is held
+// back with the other outage lines.
+func TestModelRefusingPastTheOutageSaysSo(t *testing.T) {
+	e := setup(t)
+	refusal := extractortest.Reply{Status: http.StatusNotFound, Body: `{"error":"model \"qwen3\" not found, try pulling it first"}`}
+	llm := modelDownFor(t, 1<<30, refusal)
+	var logs lockedBuffer
+	e.start(llm, func(c *worker.Config) {
+		c.JobRetryBase = 10 * time.Millisecond
+		c.MaxModelOutage = 20 * time.Millisecond
+		c.MaxAttempts = 2
+		c.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	})
+	e.publish(events.Turn{ID: "t1", UserID: "alice", UserMessage: "My name is Alice."})
+	const want = "model server refuses memoryd's API key or model past --llm-max-outage (--llm-api-key or --llm-api-key-file, --llm-model, --llm-base-url); extraction failed, spending attempts"
+	e.waitFor("an attempt spent past the outage logged", func() (bool, string) {
+		return strings.Contains(logs.String(), `"attempt":1`), logs.String()
+	})
+	if !strings.Contains(logs.String(), `"msg":"`+want+`"`) || strings.Contains(logs.String(), "unreachable past --llm-max-outage") {
+		t.Errorf("the attempt spent on a refused model is not logged as the refusal:\n%s", logs.String())
+	}
+	if !slices.Contains(worker.OutageRepeats, want) {
+		t.Error("the line is not among worker.OutageRepeats")
+	}
+}
