@@ -1215,8 +1215,11 @@ func classify(err error, ex *exchange, timeout time.Duration) *Error {
 	switch {
 	case ex.timedOut:
 		// Named for the operator: a model slower than the timeout on every
-		// reply fails every turn, logged as the server unreachable.
-		return newError(KindTransient, "request timed out after %s (--llm-timeout: a model that answers slower needs it raised, --job-timeout above twice it)", timeout)
+		// reply fails every turn, logged as the server unreachable; so do
+		// requests queued in a server that runs fewer at once than
+		// --llm-concurrency (Ollama's OLLAMA_NUM_PARALLEL), their timeout
+		// running while they wait.
+		return newError(KindTransient, "request timed out after %s (--llm-timeout: raise it for a slower model, --job-timeout above twice it; a server running fewer requests at once than --llm-concurrency queues the rest, their timeout running)", timeout)
 	case ex.tooLarge && status == 0:
 		// Transient, not permanent: a sampled model that ran away (a
 		// repetition loop) answers normally the next time; the turn's

@@ -433,8 +433,12 @@ func TestLLMRequestTimeout(t *testing.T) {
 	// CPU) is told by its error alone, logged as the server unreachable:
 	// it names the flag to raise (a local-model walk: every turn failed
 	// with "request timed out after 5s", nothing pointing at the flag).
-	if !strings.Contains(err.Error(), "--llm-timeout") || !strings.Contains(err.Error(), "--job-timeout") {
-		t.Errorf("Extract error = %v, want it to name --llm-timeout and --job-timeout", err)
+	// Nor one whose server runs fewer requests at once than
+	// --llm-concurrency: the rest wait in its queue, timing out (the
+	// walk: one slot, 2 s a reply, --llm-concurrency 4 and a 5 s timeout
+	// timed out 54 of 77 requests).
+	if !strings.Contains(err.Error(), "--llm-timeout") || !strings.Contains(err.Error(), "--job-timeout") || !strings.Contains(err.Error(), "--llm-concurrency") {
+		t.Errorf("Extract error = %v, want it to name --llm-timeout, --job-timeout and --llm-concurrency", err)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("error %v claims the caller's context expired", err)
