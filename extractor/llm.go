@@ -472,7 +472,7 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 				e.Reason += fmt.Sprintf("; the model ran into its token limit: raise --llm-max-tokens (now %d)", l.cfg.MaxTokens)
 			}
 			if windowCut > 0 {
-				e.Reason += fmt.Sprintf("; the server cut a reply after %d tokens, below --llm-max-tokens (%d): its context window is full; raise the server's context size (Ollama: OLLAMA_CONTEXT_LENGTH; llama.cpp: --ctx-size, shared by its --parallel slots)", windowCut, l.cfg.MaxTokens)
+				e.Reason += fmt.Sprintf("; the server cut a reply after %d tokens, below --llm-max-tokens (%d): its context window is likely full; raise the server's context size (Ollama: OLLAMA_CONTEXT_LENGTH; llama.cpp: --ctx-size, shared by its --parallel slots)", windowCut, l.cfg.MaxTokens)
 			}
 			return usage, e
 		}
