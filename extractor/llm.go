@@ -1574,6 +1574,21 @@ func ListsModel(ids []string, model string) bool {
 	return false
 }
 
+// SameNameModels returns the ids among ids whose name before the tag (":")
+// is model's, in any case: the tags of the model a server serves, for a
+// model named with another tag or none (Ollama's "qwen3" is
+// "qwen3:latest", where "qwen3:8b" may be the one pulled).
+func SameNameModels(ids []string, model string) []string {
+	name, _, _ := strings.Cut(model, ":")
+	var same []string
+	for _, id := range ids {
+		if n, _, _ := strings.Cut(id, ":"); strings.EqualFold(n, name) {
+			same = append(same, id)
+		}
+	}
+	return same
+}
+
 // redactURL is u with any password masked: a base URL may carry
 // credentials, and errors end up in logs.
 func redactURL(u string) string {

@@ -701,8 +701,13 @@ func (a *App) logExtractor(ctx context.Context, ext worker.Extractor) {
 		// Not fatal: some servers serve aliases they do not list. But a
 		// model name mistyped, or not pulled, holds every turn (a 404 is
 		// waited for as an outage), and nothing else says why.
-		a.logger.Warn("the LLM endpoint does not list the model --llm-model names: extraction waits for it, up to --llm-max-outage per job, then fails, if it does not serve it (check the name, or pull the model); some servers serve aliases they do not list",
-			"base_url", RedactURL(a.cfg.LLM.BaseURL), "model", a.cfg.LLM.Model, "listed", len(models), "some_listed", models[:min(len(models), 5)])
+		attrs := []any{"base_url", RedactURL(a.cfg.LLM.BaseURL), "model", a.cfg.LLM.Model, "listed", len(models), "some_listed", models[:min(len(models), 5)]}
+		if same := extractor.SameNameModels(models, a.cfg.LLM.Model); len(same) > 0 {
+			// Ollama's name without the tag pulled ("qwen3" is
+			// "qwen3:latest"): the tags it has, wherever they are listed.
+			attrs = append(attrs, "same_name", same[:min(len(same), 5)])
+		}
+		a.logger.Warn("the LLM endpoint does not list the model --llm-model names: extraction waits for it, up to --llm-max-outage per job, then fails, if it does not serve it (check the name, or pull the model); some servers serve aliases they do not list", attrs...)
 	case err == nil:
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		// Named by where the key came from: a key file is read again

@@ -182,3 +182,29 @@ func TestLLMStartCheckNamesAModelNotListed(t *testing.T) {
 		}
 	}
 }
+
+// TestLLMStartCheckSuggestsTheTagPulled: a model named without the tag
+// pulled (Ollama's "qwen3", which is "qwen3:latest", where "qwen3:8b" was
+// pulled: a local-model walk's first start) is answered with the listed
+// models of that name, whatever their place in a long list, which the
+// first five (some_listed) may not reach.
+func TestLLMStartCheckSuggestsTheTagPulled(t *testing.T) {
+	t.Parallel()
+	var list strings.Builder
+	for i := range 20 {
+		fmt.Fprintf(&list, `{"id":"model%d:latest","object":"model"},`, i)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"object":"list","data":[` + list.String() + `{"id":"qwen3:8b","object":"model"},{"id":"Qwen3:32b","object":"model"},{"id":"qwen3-coder:30b","object":"model"}]}`))
+	}))
+	defer srv.Close()
+	out := startCheckLogsModel(t, srv.URL+"/v1", "qwen3")
+	if !strings.Contains(out, "does not list the model") || !strings.Contains(out, `"same_name":["qwen3:8b","Qwen3:32b"]`) {
+		t.Errorf("the warning does not name the listed models of that name: %s", out)
+	}
+	// None of that name: no such list.
+	if out := startCheckLogsModel(t, srv.URL+"/v1", "mistral"); !strings.Contains(out, "does not list the model") || strings.Contains(out, "same_name") {
+		t.Errorf("model mistral: %s", out)
+	}
+}
