@@ -112,6 +112,9 @@ type Error struct {
 	// its next probe (at least the gap when one is in flight). A request
 	// held back that long may be the one sent. See [HeldBackFor].
 	ProbeIn time.Duration
+	// formatRefused is set on a 400 whose body names the response format
+	// asked for (refusesFormat): the LLM asks again with less (stepFormat).
+	formatRefused bool
 }
 
 // Error returns the sentinel's text, then the reason; for a Misconfigured

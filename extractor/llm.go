@@ -227,6 +227,14 @@ type LLM struct {
 	format      *openai.ChatCompletionResponseFormat // of Extract
 	batchFormat *openai.ChatCompletionResponseFormat // of ExtractBatch
 	temperature float32
+	// formatSteps counts the response formats the server refused (a 400
+	// naming response_format): each steps every later request down one,
+	// json_schema to json_object to none, for the life of l. Replies are
+	// parsed alike whatever was asked (fences, prose, reasoning around the
+	// JSON), so less constraint costs some malformed replies where a
+	// refused format failed every turn for good until an operator set
+	// --llm-response-format (a walk with a local server: 12 of 12 failed).
+	formatSteps atomic.Int32
 
 	// maxTokens and maxCompletionTokens: one of them is LLMConfig.MaxTokens
 	// (see requestMaxTokens).
@@ -428,7 +436,6 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 			{Role: openai.ChatMessageRoleSystem, Content: system},
 			{Role: openai.ChatMessageRoleUser, Content: user},
 		},
-		ResponseFormat:      format,
 		Temperature:         l.temperature,
 		MaxTokens:           l.maxTokens,
 		MaxCompletionTokens: l.maxCompletionTokens,
@@ -438,10 +445,19 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 	tokenBound := false // a reply was cut at MaxTokens, or held only reasoning
 	windowCut := 0      // tokens of a reply the server cut below MaxTokens
 	for call := 1; ; call++ {
+		steps := l.formatSteps.Load()
+		req.ResponseFormat = stepDown(format, steps)
 		before := usage.CompletionTokens
 		reply, cut, err := l.complete(ctx, req, &usage)
 		var failed *Error
-		if errors.As(err, &failed) {
+		if errors.As(err, &failed) && failed.formatRefused && req.ResponseFormat != nil {
+			// Asked again at once with less, not counted as a call: a
+			// step at most per format, so at most twice.
+			l.stepFormat(steps, req.ResponseFormat)
+			call--
+			continue
+		}
+		if failed != nil {
 			return usage, err
 		}
 		if errors.Is(err, errReasoningOnly) {
@@ -559,9 +575,7 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 			e.Reason = hideKey(e.Reason, ex.key)
 		}
 	}
-	if hint := formatHint(status, ex.body, req.ResponseFormat); hint != "" {
-		e.Reason += "; " + hint
-	}
+	e.formatRefused = refusesFormat(status, ex.body, req.ResponseFormat)
 	l.noteServerError(e, status, ex, req.Messages)
 	if e.Kind == KindRetryAfter {
 		// Pause everyone: the server is telling this client, not this
@@ -571,24 +585,45 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 	return "", false, e
 }
 
-// formatHint is what to tell the operator when a server answered status
-// (with body) to a request sent with format: a 400 whose body names
+// stepDown is format after steps refusals: json_schema, then json_object,
+// then none (nil).
+func stepDown(format *openai.ChatCompletionResponseFormat, steps int32) *openai.ChatCompletionResponseFormat {
+	switch {
+	case format == nil || steps == 0:
+		return format
+	case steps == 1 && format.Type == openai.ChatCompletionResponseFormatTypeJSONSchema:
+		return &openai.ChatCompletionResponseFormat{Type: openai.ChatCompletionResponseFormatTypeJSONObject}
+	}
+	return nil
+}
+
+// stepFormat records that the server refused refused, asked after steps
+// refusals: later requests ask for less. Of requests refused at once, the
+// first steps and logs; the others find it done.
+func (l *LLM) stepFormat(steps int32, refused *openai.ChatCompletionResponseFormat) {
+	if !l.formatSteps.CompareAndSwap(steps, steps+1) {
+		return
+	}
+	next := ResponseFormatNone
+	if refused.Type == openai.ChatCompletionResponseFormatTypeJSONSchema {
+		next = ResponseFormatJSONObject
+	}
+	l.cfg.Logger.Warn("the model server refused response_format "+string(refused.Type)+": asking with "+next+" from now on (set --llm-response-format "+next+" to start so)",
+		"base_url", redactURL(l.cfg.BaseURL), "model", l.cfg.Model)
+}
+
+// refusesFormat says whether a server that answered status (with body) to
+// a request sent with format refused the format: a 400 whose body names
 // response_format or json_schema is a server without the response format
-// asked for (llama.cpp's server before schemas, some gateways), which fails
-// every turn for good until --llm-response-format asks for less. "" when
-// there is nothing to tell.
-func formatHint(status int, body []byte, format *openai.ChatCompletionResponseFormat) string {
+// asked for (llama.cpp's server before schemas, some gateways, a model of
+// OpenAI's without json_schema), which the LLM asks again with less
+// (stepFormat).
+func refusesFormat(status int, body []byte, format *openai.ChatCompletionResponseFormat) bool {
 	if status != http.StatusBadRequest || format == nil {
-		return ""
+		return false
 	}
 	b := strings.ToLower(string(body))
-	if !strings.Contains(b, "response_format") && !strings.Contains(b, "json_schema") && !strings.Contains(b, "response format") {
-		return ""
-	}
-	if format.Type == openai.ChatCompletionResponseFormatTypeJSONSchema {
-		return "the server may not support response_format json_schema: set --llm-response-format json_object, or none"
-	}
-	return "the server may not support response_format " + string(format.Type) + ": set --llm-response-format none"
+	return strings.Contains(b, "response_format") || strings.Contains(b, "json_schema") || strings.Contains(b, "response format")
 }
 
 // serverErrorsOutage is how many different requests in a row, of any

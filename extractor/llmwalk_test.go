@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -170,26 +172,67 @@ func TestLLMWalkTokenLimitHint(t *testing.T) {
 	}
 }
 
-// A 400 whose body says the response format is not supported names
-// --llm-response-format and what to set it to; another 400 does not.
-func TestLLMWalkResponseFormatHint(t *testing.T) {
+// A server that refuses the response format asked for (a 400 naming
+// response_format) is asked again at once with less, json_schema then
+// json_object then none, and every later request asks for that: before,
+// every turn failed for good until an operator set --llm-response-format
+// (an extraction walk with a local server: 12 of 12). Another 400 fails as
+// before and steps nothing down.
+func TestLLMStepsDownARefusedResponseFormat(t *testing.T) {
 	t.Parallel()
+	const schema, object, none = "json_schema", "json_object", "none"
 	for _, tt := range []struct {
-		format, body, want string
+		name, format string
+		refuses      map[string]string // the body of the 400 to a request of each format
+		want         []string          // the formats of the requests of two extractions
+		wantErr      bool              // the first extraction fails, permanently
 	}{
-		{ResponseFormatJSONSchema, "response_format type json_schema is not supported", "--llm-response-format json_object, or none"},
-		{ResponseFormatJSONSchema, "Unsupported value: 'json_schema'", "--llm-response-format json_object, or none"},
-		{ResponseFormatJSONObject, "'response_format' of type 'json_object' is not supported with this model", "--llm-response-format none"},
-		{ResponseFormatJSONSchema, "maximum context length exceeded", ""},
-		{ResponseFormatNone, "response_format is not supported", ""},
+		{"json_schema refused", ResponseFormatJSONSchema, map[string]string{schema: "response_format type json_schema is not supported"},
+			[]string{schema, object, object}, false},
+		{"both refused", ResponseFormatJSONSchema, map[string]string{schema: "Unsupported value: 'json_schema'", object: "'response_format' of type 'json_object' is not supported with this model"},
+			[]string{schema, object, none, none}, false},
+		{"json_object refused", ResponseFormatJSONObject, map[string]string{object: "'response_format' of type 'json_object' is not supported with this model"},
+			[]string{object, none, none}, false},
+		{"another 400", ResponseFormatJSONSchema, map[string]string{schema: "maximum context length exceeded"},
+			[]string{schema, schema}, true},
+		{"none refused", ResponseFormatNone, map[string]string{none: "response_format is not supported"},
+			[]string{none, none}, true},
 	} {
-		srv := extractortest.NewServer(t, extractortest.Error(http.StatusBadRequest, tt.body))
-		_, err := newTestLLM(t, srv, func(c *LLMConfig) { c.ResponseFormat = tt.format }).Extract(context.Background(), testInput("I play tennis"))
-		if KindOf(err) != KindPermanent {
-			t.Fatalf("%s, %q: error %v, want permanent", tt.format, tt.body, err)
-		}
-		if got := strings.Contains(err.Error(), "--llm-response-format"); got != (tt.want != "") || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%s, %q: error %v, want the hint %q", tt.format, tt.body, err, tt.want)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := extractortest.NewServer(t)
+			var mu sync.Mutex
+			var asked []string
+			srv.SetHandler(func(req openai.ChatCompletionRequest) extractortest.Reply {
+				f := none
+				if req.ResponseFormat != nil {
+					f = string(req.ResponseFormat.Type)
+				}
+				mu.Lock()
+				asked = append(asked, f)
+				mu.Unlock()
+				if body, ok := tt.refuses[f]; ok {
+					return extractortest.Error(http.StatusBadRequest, body)
+				}
+				return extractortest.Content(`{"facts":[{"op":"set","key":"sport","value":"tennis"}],"context":[]}`)
+			})
+			l := newTestLLM(t, srv, func(c *LLMConfig) { c.ResponseFormat = tt.format })
+			_, err := l.Extract(context.Background(), testInput("I play tennis"))
+			if tt.wantErr != (err != nil) || (err != nil && KindOf(err) != KindPermanent) {
+				t.Fatalf("first extraction: %v; want an error: %v (permanent)", err, tt.wantErr)
+			}
+			if err != nil && strings.Contains(err.Error(), "--llm-response-format") {
+				t.Errorf("error %v names --llm-response-format: nothing to set", err)
+			}
+			res, err := l.Extract(context.Background(), testInput("I play tennis"))
+			if !tt.wantErr && (err != nil || res.Facts["sport"] != "tennis") {
+				t.Fatalf("second extraction: %+v, %v", res, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(asked, tt.want) {
+				t.Errorf("formats asked for %v, want %v", asked, tt.want)
+			}
+		})
 	}
 }

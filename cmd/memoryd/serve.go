@@ -76,7 +76,7 @@ func (o *serveOptions) register(f *flags) {
 	f.Int(&l.MaxConcurrency, "llm-concurrency", llmDef.MaxConcurrency, "LLM requests in flight at once (over all jobs of this process)")
 	f.Float(&l.RequestsPerSecond, "llm-rps", 0, "LLM requests per second, retries included (0: unlimited); a 429 pauses all requests")
 	f.Int(&l.Burst, "llm-burst", llmDef.Burst, "requests allowed at once above --llm-rps")
-	f.String(&l.ResponseFormat, "llm-response-format", llmDef.ResponseFormat, "json_schema, json_object or none (for servers that reject structured output)")
+	f.String(&l.ResponseFormat, "llm-response-format", llmDef.ResponseFormat, "json_schema, json_object or none (for servers that reject structured output; a server refusing the format with a 400 is asked with less, and so are later requests)")
 	f.Int(&l.MaxTokens, "llm-max-tokens", llmDef.MaxTokens, "most tokens the model may generate for one reply (sent as max_tokens)")
 	f.Duration(&w.MaxModelOutage, "llm-max-outage", def.Worker.MaxModelOutage, "how long an extraction job waits for a model server that does not answer (no connection, or 502, 503: restarting, loading a model; or 500s, 504s or timeouts of three different requests in a row; or one refusing the API key or the model: 401, 404, 403s of three different requests in a row) without spending attempts; then attempts are spent (negative: no waiting)")
 	f.String(&o.app.Embed.BaseURL, "embed-base-url", "", "OpenAI-compatible embeddings API base URL (/v1/embeddings), e.g. http://127.0.0.1:11434/v1; empty: no embeddings (lexical search only)")
