@@ -325,6 +325,10 @@ func (v verdict) hold() bool { return v.count == metaWokenHolds || v.count == me
 // request sent alone (errAloneElsewhere).
 func (v verdict) aloneHold() bool { return v.count == metaAloneHolds }
 
+// rateLimitBackoffMax bounds the doubling of a job's waits on a server's
+// 429s (outcome); a longer Retry-After is honoured as given.
+const rateLimitBackoffMax = time.Minute
+
 // outcome is the one place that decides what River does with a failed run
 // of an extraction job or an embed job (embed.go), from the error and the
 // job's row; the embedding client's kinds (embedding.Kind) count as the
@@ -340,7 +344,9 @@ func (v verdict) aloneHold() bool { return v.count == metaAloneHolds }
 //     waits its turn at the model server).
 //   - extractor.KindRetryAfter (and no extractor.KindPermanent anywhere in
 //     the error), fewer than maxRateLimitWaits times: snooze
-//     for the server's delay (at most extractor.MaxRetryAfter). Past the
+//     for the server's delay (at most extractor.MaxRetryAfter), and no
+//     less than 1s, 2s, 4s, ... as the job's waits go on (up to a
+//     minute: rateLimitBackoffMax). Past the
 //     bound it is an ordinary transient failure, which spends attempts, so
 //     a server that always answers 429 ends the job after MaxAttempts.
 //   - an unreachable model server (extractor.IsUnreachable: no connection,
@@ -412,6 +418,15 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 			label, key, budget = outcomeQueued, metaQueueWaits, b.maxQueueWaits
 		}
 		if waits := metaCount(job.Metadata, key); waits < budget {
+			if key == metaRateLimitWaits {
+				// A server still refusing after the delay it asked for
+				// (or 1s, without a Retry-After) is waited for longer each
+				// time, up to a minute, the window most rate limits count
+				// in: at 1s each the job's waits ended within some 10 s
+				// of 429s, and every turn spent its attempts (a walk:
+				// 12 of 12 failed in 81 s).
+				d = max(d, min(time.Second<<min(waits, 6), rateLimitBackoffMax))
+			}
 			d = b.spreadWithin(d, min(extractor.MaxRetryAfter, embedding.MaxRetryAfter))
 			return verdict{river: river.JobSnooze(d), label: label, count: key, n: waits + 1}
 		}
