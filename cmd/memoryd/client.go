@@ -531,7 +531,7 @@ pairs through the running memoryd.`)
 func runStats(ctx context.Context, a *cli, args []string) (err error) {
 	var o clientOptions
 	defer func() { err = o.callError(err) }()
-	f := newFlags("stats", "Usage: memoryd stats --user U\n\nShows a user's turns received, processed, failed and pending, their facts and context items, and the model tokens their turns spent today against the daily cap, if any.")
+	f := newFlags("stats", "Usage: memoryd stats --user U\n\nShows a user's turns received, processed, failed and pending, their facts and context items, and the model tokens their turns spent today against the per-user daily cap, if any.")
 	o.register(f)
 	pos, err := o.parse(f, args)
 	if err != nil {
@@ -568,7 +568,9 @@ func runStats(ctx context.Context, a *cli, args []string) (err error) {
 	case s.LLMDailyTokenCap > 0:
 		fmt.Fprintf(tw, "model tokens today\t%d of the daily cap of %d\n", s.LLMTokensToday, s.LLMDailyTokenCap)
 	case s.LLMTokensToday > 0:
-		fmt.Fprintf(tw, "model tokens today\t%d (no daily cap)\n", s.LLMTokensToday)
+		// Per user: the reply carries no global cap (--llm-daily-tokens),
+		// which sends every user's turns offline too once reached.
+		fmt.Fprintf(tw, "model tokens today\t%d (no per-user daily cap)\n", s.LLMTokensToday)
 	}
 	return tw.Flush()
 }

@@ -14,6 +14,9 @@ import (
 // the day against their daily cap, as memory.stats answers them
 // (operations.md, "Daily spend caps"): an ops walk's user over the cap had
 // two turns extracted offline, and stats said nothing of it without --json.
+// Without a per-user cap the line says so, not "no daily cap": the reply
+// does not carry --llm-daily-tokens, everyone's cap, which a review found
+// the line denying while it sent the user's turns offline.
 func TestStatsShowsSpendAgainstCap(t *testing.T) {
 	t.Parallel()
 	nc := eventstest.Conn(t)
@@ -35,7 +38,7 @@ func TestStatsShowsSpendAgainstCap(t *testing.T) {
 	}
 	for _, c := range []struct{ user, want string }{
 		{"alice", "model tokens today  45 of the daily cap of 40: reached, turns are extracted offline until 00:00 UTC\n"},
-		{"bob", "model tokens today  15 (no daily cap)\n"},
+		{"bob", "model tokens today  15 (no per-user daily cap)\n"},
 		{"carol", ""},
 	} {
 		out, errOut, code := runArgs(context.Background(), "stats", "--user", c.user, "--nats-url", eventstest.URL(), "--prefix", prefix)
