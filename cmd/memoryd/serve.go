@@ -306,7 +306,9 @@ func runMigrate(ctx context.Context, a *cli, args []string) error {
 	)
 	f := newFlags("migrate", `Usage: memoryd migrate [--status] [flags]
 
-Creates the database if missing and applies River's and memoryd's migrations.
+Creates the database if missing (not beside a turn stream whose ingest
+consumer has delivered events: see serve's --create-database) and applies
+River's and memoryd's migrations.
 --status lists the migrations pending (and those a newer memoryd applied)
 and applies nothing: exit 0 whether any is pending or not, 1 when the
 database does not exist.
@@ -337,6 +339,11 @@ before keeps (its turns, read by no memoryd of the new prefix).`)
 	defer m.Stop(context.WithoutCancel(ctx))
 	if status {
 		return migrateStatus(ctx, a, m)
+	}
+	// As serve --create-database: a missing database beside a stream
+	// already consumed is another deployment's typo, not created.
+	if err := m.RefuseNewDatabase(ctx); err != nil {
+		return err
 	}
 	applied, err := m.Migrate(ctx)
 	if err != nil {

@@ -126,6 +126,39 @@ func (a *App) refuseNewDatabase(ctx context.Context, js jetstream.JetStream) err
 	return nil
 }
 
+// RefuseNewDatabase is serve's refusal of a new database
+// (refuseNewDatabase) for migrate, which creates a missing database too:
+// one migrate created for a mistyped --database-url beside a stream
+// already consumed was an existing database to the next serve, which
+// served it and took a share of the stream's turns (a review: 5 of 10).
+// A NATS server it cannot ask is logged, and the database created, as
+// before: a first deployment may migrate before NATS runs.
+func (a *App) RefuseNewDatabase(ctx context.Context) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.store != nil || !a.cfg.Store.CreateDatabase {
+		return nil
+	}
+	missing, err := store.DatabaseMissing(ctx, a.cfg.Store)
+	if err != nil || !missing {
+		return err
+	}
+	js, err := a.jetStream()
+	var delivered uint64
+	if err == nil {
+		delivered, err = worker.ConsumerDelivered(ctx, js, a.cfg.Stream, a.cfg.Worker.Durable)
+	}
+	if err != nil {
+		a.logger.Warn("the database does not exist and is created without reading the stream's ingest consumer: if a memoryd already serves this stream, this is another database (check --database-url)",
+			"stream", a.cfg.Stream, "error", err)
+		return nil
+	}
+	if delivered > 0 {
+		return &NewDatabaseError{Stream: a.cfg.Stream, Durable: durableName(a.cfg.Worker.Durable), Delivered: delivered, Missing: true}
+	}
+	return nil
+}
+
 func durableName(d string) string {
 	if d == "" {
 		return worker.DefaultDurable
