@@ -687,6 +687,14 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", err.Error())
 		return OutcomeBadRequest
 	}
+	if n := len(r.Header.Values(MemoryHeader)); n > 1 {
+		// Only the first was read: "on" then "off" was enriched and
+		// remembered, from a client that sent its opt-out (as the body
+		// field given twice is refused).
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request",
+			fmt.Sprintf("the %s header was sent %d times: send it once", MemoryHeader, n))
+		return OutcomeBadRequest
+	}
 	switch v := strings.ToLower(strings.TrimSpace(r.Header.Get(MemoryHeader))); v {
 	case "off", "false", "0", "no":
 		rq.memory = false

@@ -53,7 +53,7 @@ const (
 // MemoryHeader set to "off" (or false, 0, no; any case) opts a request out
 // of memory (no enrich, no turn published), as does the body field
 // "memory": false; "on" (true, 1, yes) is the default, and another value a
-// 400.
+// 400, as is the header sent more than once.
 const MemoryHeader = "X-Memory"
 
 // Realm is the realm of the WWW-Authenticate challenge of a 401: Bearer
