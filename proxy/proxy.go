@@ -202,7 +202,8 @@ type Config struct {
 	Metrics http.Handler
 	// Transport carries upstream requests. Default a clone of
 	// http.DefaultTransport with UpstreamTimeout as its
-	// ResponseHeaderTimeout.
+	// ResponseHeaderTimeout, keeping as many idle connections to the
+	// upstream as it keeps in all (100).
 	Transport http.RoundTripper
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
@@ -333,6 +334,10 @@ func New(cfg Config) (*Proxy, error) {
 	if tr == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.ResponseHeaderTimeout = cfg.UpstreamTimeout
+		// One host, the upstream: the default's 2 idle connections per
+		// host had most concurrent chats open a connection (a TLS
+		// handshake) each (TestUpstreamConnectionsAreReused).
+		t.MaxIdleConnsPerHost = t.MaxIdleConns
 		tr = t
 	}
 	keyFile, err := secretfile.Open(cfg.UpstreamKeyFile, "upstream key", cfg.Logger)
