@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -303,7 +304,13 @@ func (p *Proxy) forward(w http.ResponseWriter, in *http.Request, req *http.Reque
 			return nil, OutcomeUpstreamTimeout
 		}
 		p.log.Warn(msgUpstreamFailed, "error", upstreamError(err))
-		writeError(w, http.StatusBadGateway, "upstream_error", "upstream_unreachable", "the upstream model server could not be reached")
+		// Said as it was: a server that took the connection and closed
+		// it unanswered (crashed, or a gateway's limit) was reached.
+		msg := "the upstream model server closed the connection without answering"
+		if oe := (*net.OpError)(nil); errors.As(err, &oe) && oe.Op == "dial" {
+			msg = "the upstream model server could not be reached"
+		}
+		writeError(w, http.StatusBadGateway, "upstream_error", "upstream_unreachable", msg)
 		return nil, OutcomeUpstreamUnreachable
 	}
 	p.obs.Upstream(time.Since(start), fmt.Sprintf("%dxx", resp.StatusCode/100))

@@ -42,7 +42,7 @@ const (
 type upstream struct {
 	srv *httptest.Server
 	// mode: "" answers, "500" fails, "401" refuses the key, "hang" never
-	// answers, "cut" breaks a stream off, "stall" stops sending after a
+	// answers, "close" closes the connection unanswered, "cut" breaks a stream off, "stall" stops sending after a
 	// stream's first chunk, "slow" streams its words 100 ms apart,
 	// "linger" holds a stream's body open after its [DONE], "errorevent"
 	// sends an SSE "event: error" after the finish reason.
@@ -126,6 +126,13 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	case "hang":
 		<-r.Context().Done()
+		return
+	case "close":
+		// The connection taken and closed unanswered (a crash, a
+		// gateway's limit).
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
 		return
 	case "stall":
 		// A stream that sends its first chunk, then nothing, holding the
@@ -715,6 +722,13 @@ func TestUpstreamFailures(t *testing.T) {
 	// Logged (before: no line for a 504).
 	if !strings.Contains(logs.String(), "upstream did not answer in time (504)") {
 		t.Errorf("a 504 was not logged: %q", logs.String())
+	}
+	// A server that took the connection and closed it was reached: said
+	// so (before: "could not be reached").
+	e.up.setMode("close")
+	resp, body = post()
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "closed the connection without answering") {
+		t.Fatalf("an upstream closing the connection reached the client as %s %s", resp.Status, body)
 	}
 	e.stop()
 	if n := e.turnsPublished(t, "alice"); n != 0 {

@@ -84,11 +84,26 @@ func chat(url, key string) error {
 		return err
 	}
 	defer resp.Body.Close()
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
 		return err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("status %s", resp.Status)
+		return fmt.Errorf("status %s: %s", resp.Status, body)
 	}
 	return nil
+}
+
+// TestUpstreamNotReachedSaysSo: an upstream no connection reaches is a 502
+// saying so, apart from one that closed the connection it took.
+func TestUpstreamNotReachedSaysSo(t *testing.T) {
+	t.Parallel()
+	closed := httptest.NewServer(http.NotFoundHandler())
+	url := closed.URL
+	closed.Close() // its port refuses connections from now on
+	e := newEnv(t, func(c *proxy.Config) { c.Upstream = url + "/v1" })
+	err := chat(e.url, e.keys["alice"])
+	if err == nil || !strings.Contains(err.Error(), "502") || !strings.Contains(err.Error(), "could not be reached") {
+		t.Fatalf("a chat to an upstream not listening: %v; want a 502 saying it could not be reached", err)
+	}
 }
