@@ -65,7 +65,8 @@ func TestClientLeavingAfterDoneIsRemembered(t *testing.T) {
 // remembered. Before, only a data event with an "error" member counted.
 func TestErrorEventIsNotRemembered(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, nil)
+	obs := &outcomes{}
+	e := newEnv(t, func(c *proxy.Config) { c.Observer = obs })
 	e.up.setMode("errorevent")
 	req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"I live in Oslo"}]}`))
 	req.Header.Set("Authorization", "Bearer "+e.keys["alice"])
@@ -81,5 +82,9 @@ func TestErrorEventIsNotRemembered(t *testing.T) {
 	e.stop()
 	if n := e.turnsPublished(t, "alice"); n != 0 {
 		t.Fatalf("%d turns published for a stream with an error event, want 0", n)
+	}
+	// Counted as what the user saw (before: ok).
+	if n := obs.count("chat", proxy.OutcomeUpstreamStreamError); n != 1 {
+		t.Errorf("%d requests counted %s, want 1 (ok: %d)", n, proxy.OutcomeUpstreamStreamError, obs.count("chat", proxy.OutcomeOK))
 	}
 }

@@ -772,6 +772,11 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 		p.log.Warn("reply not relayed whole, turn not published", "user_id", user, "error", err)
 		return outcome
 	}
+	if into != nil && acc.broken {
+		// Relayed whole, and an error to the client all the same: not ok.
+		p.log.Warn("the upstream's stream carried an error event, turn not published", "user_id", user)
+		return OutcomeUpstreamStreamError
+	}
 	if remember && acc.done() {
 		p.publish(span.SpanContext(), user, rq.text, &acc)
 	}

@@ -98,13 +98,17 @@ const (
 	OutcomeBadRequest          = "bad_request"          // 400, 408 or 413: refused before forwarding
 	OutcomeCut                 = "cut"                  // the client went away, or the upstream's body broke off
 	OutcomeUpstreamStalled     = "upstream_stalled"     // the upstream's body sent nothing for UpstreamIdle: cut
+	// OutcomeUpstreamStreamError: the upstream's 2xx stream, relayed
+	// whole, carried an error event (or a data event that is not JSON),
+	// which the client's SDK fails on: the user saw an error.
+	OutcomeUpstreamStreamError = "upstream_stream_error"
 )
 
 // Outcomes are the outcomes Observer.Request reports, so that a metrics
 // layer can show each at 0 before it first happens.
 func Outcomes() []string {
 	return []string{OutcomeOK, OutcomeUpstreamStatus, OutcomeUpstreamTimeout, OutcomeUpstreamUnreachable,
-		OutcomeUnauthorized, OutcomeBadRequest, OutcomeCut, OutcomeUpstreamStalled}
+		OutcomeUnauthorized, OutcomeBadRequest, OutcomeCut, OutcomeUpstreamStalled, OutcomeUpstreamStreamError}
 }
 
 // Endpoints are the endpoints Observer.Request reports.

@@ -41,7 +41,7 @@ func NewProxyMetrics(l ProxyLabels) *ProxyMetrics {
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "memoryd_proxy_requests_total",
-			Help: "Requests the proxy finished, by endpoint (chat, models) and outcome (ok, upstream_status, upstream_timeout, upstream_unreachable, unauthorized, bad_request, cut, upstream_stalled).",
+			Help: "Requests the proxy finished, by endpoint (chat, models) and outcome (ok, upstream_status, upstream_timeout, upstream_unreachable, unauthorized, bad_request, cut, upstream_stalled, upstream_stream_error).",
 		}, []string{"endpoint", "outcome"}),
 		enrich: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "memoryd_proxy_enrich_duration_seconds",
