@@ -17,11 +17,14 @@ import (
 // silencer forwards TCP connections to a NATS server until silence is
 // called: from then on the connections it holds forward nothing and stay
 // open, as a connection does whose server's host was lost, or across a
-// partition. Connections accepted after it forward again.
+// partition. Connections accepted after it forward again. Once drop is
+// called, a connection is cut at the client's next bytes, and none is
+// taken again: the client stays reconnecting.
 type silencer struct {
 	ln       net.Listener
 	mu       sync.Mutex
 	gen      int
+	dropped  bool
 	accepted chan struct{}
 }
 
@@ -70,8 +73,14 @@ func newSilencer(t *testing.T, target string) *silencer {
 				for {
 					n, err := src.Read(buf)
 					s.mu.Lock()
-					silenced := s.gen != gen
+					silenced, dropped := s.gen != gen, s.dropped
 					s.mu.Unlock()
+					if dropped {
+						_ = ln.Close()
+						_ = src.Close()
+						_ = dst.Close()
+						return
+					}
 					if silenced {
 						// Read on, forward nothing, close nothing: the
 						// test's cleanup closes them.
@@ -106,6 +115,13 @@ func (s *silencer) url() string { return "nats://" + s.ln.Addr().String() }
 func (s *silencer) silence() {
 	s.mu.Lock()
 	s.gen++
+	s.mu.Unlock()
+}
+
+// drop cuts every connection at its next bytes and takes no new one.
+func (s *silencer) drop() {
+	s.mu.Lock()
+	s.dropped = true
 	s.mu.Unlock()
 }
 
@@ -162,5 +178,32 @@ func TestNATSServerThatStopsAnsweringIsSeenAndLeft(t *testing.T) {
 	}
 	if h := a.Health(ctx); h["nats"] != "ok" {
 		t.Errorf("after the reconnect: /readyz checks %v, want nats ok", h)
+	}
+}
+
+// TestNATSCheckOfAConnectionLostDuringItsPing: a connection lost while
+// /readyz's ping is in flight is told as not connected, with its status,
+// not as "connected, but the server does not answer: ... connection
+// closed" (an ops walk's /readyz said both at once).
+func TestNATSCheckOfAConnectionLostDuringItsPing(t *testing.T) {
+	t.Parallel()
+	target, err := url.Parse(eventstest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newSilencer(t, target.Host)
+	a := startTestApp(t, func(c *Config) {
+		c.NATS.URL = d.url()
+		c.Role = RoleEnrich
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if h := a.Health(ctx); h["nats"] != "ok" {
+		t.Fatalf("before the drop: /readyz checks %v, want nats ok", h)
+	}
+	d.drop()
+	h := a.Health(ctx)
+	if !strings.HasPrefix(h["nats"], "not connected: ") || strings.Contains(h["nats"], "connected, but") {
+		t.Fatalf("connection lost during the ping: nats check %q, want it to say not connected", h["nats"])
 	}
 }
