@@ -400,10 +400,24 @@ func (c *Client) statusError(status int, retryAfter string, body []byte, batch [
 		e.Unreachable, e.Misconfigured = true, true
 	case status >= 400 && status < 500 && status != http.StatusRequestTimeout:
 		e.Kind = KindPermanent
+	case status == http.StatusInternalServerError && tooLarge(body):
+		// llama.cpp's server answers an input over its physical batch
+		// (-ub, 512 tokens by default) with a 500 saying so: no attempt
+		// passes it, so it is the text's refusal, as a 400 over a
+		// model's context. Before, it was retried as the server's
+		// passing trouble, 10 attempts and every hourly sweep.
+		e.Kind, e.tooLarge = KindPermanent, true
 	case status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout:
 		e.Unreachable = true
 	}
 	return e
+}
+
+// tooLarge reports whether an error reply's message is llama.cpp's for an
+// input over its physical batch ("input is too large to process. increase
+// the physical batch size", "input (600 tokens) is too large to process").
+func tooLarge(body []byte) bool {
+	return strings.Contains(strings.ToLower(modelerr.Message(body)), "too large to process")
 }
 
 // redact takes the API key, and anything shaped like one, out of text

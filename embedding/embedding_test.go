@@ -363,3 +363,31 @@ func TestRefusesConnections(t *testing.T) {
 		t.Errorf("embed after the server's restart: %v", err)
 	}
 }
+
+// TestEmbedLlamaCppTooLargeIsRefusedInput: llama.cpp's 500 for an input
+// over its physical batch is a refusal of the input (RefusedInput, so the
+// worker leaves that text lexical-only and enrich's breaker does not count
+// a long query against the server), unlike any other 500. Before, it was
+// transient: retried for good.
+func TestEmbedLlamaCppTooLargeIsRefusedInput(t *testing.T) {
+	for _, tc := range []struct {
+		body    string
+		refused bool
+	}{
+		{`{"error":{"code":500,"message":"input is too large to process. increase the physical batch size","type":"server_error"}}`, true},
+		{`{"error":{"code":500,"message":"input (612 tokens) is too large to process. increase the physical batch size (current batch size: 512)","type":"server_error"}}`, true},
+		{`{"error":{"code":500,"message":"CUDA error: out of memory","type":"server_error"}}`, false},
+	} {
+		srv := embeddingtest.New(t)
+		srv.Fail(http.StatusInternalServerError, "")
+		srv.ErrorBody(tc.body)
+		c := newClient(t, srv, embedding.Config{})
+		_, err := c.Embed(context.Background(), []string{"hello"})
+		if got := embedding.RefusedInput(err); got != tc.refused {
+			t.Errorf("%s: RefusedInput = %v, want %v (err %v)", tc.body, got, tc.refused, err)
+		}
+		if want := map[bool]embedding.Kind{true: embedding.KindPermanent, false: embedding.KindTransient}[tc.refused]; embedding.KindOf(err) != want {
+			t.Errorf("%s: kind %v, want %v", tc.body, embedding.KindOf(err), want)
+		}
+	}
+}

@@ -28,8 +28,9 @@ const (
 	// Retry-After header). [Error.RetryAfter] says for how long.
 	KindRetryAfter
 	// KindPermanent: a 4xx other than 401, 404, 408 and 429 (input too
-	// long, a bad request; a 403 of one request), a request that could not
-	// be built, or texts answered with unusable vectors ([Error.Unusable]).
+	// long, a bad request; a 403 of one request), llama.cpp's 500 for an
+	// input over its physical batch, a request that could not be built,
+	// or texts answered with unusable vectors ([Error.Unusable]).
 	KindPermanent
 )
 
@@ -109,6 +110,9 @@ type Error struct {
 	// non-finite entry, or all zero); Embed returned the others' vectors
 	// with the error. Empty for any other error.
 	Unusable []int
+	// tooLarge is set on llama.cpp's 500 for an input over its physical
+	// batch, a refusal of the input as a 413 is (RefusedInput).
+	tooLarge bool
 }
 
 // UnusableOf returns the indexes of the texts answered with an unusable
@@ -123,12 +127,16 @@ func UnusableOf(err error) []int {
 
 // RefusedInput reports whether err is the server refusing a request's
 // input as such (400, 413 or 422: a text longer than the model's context,
-// a request too large), which another split of the same texts may pass; an
+// a request too large; llama.cpp's 500 for an input over its physical
+// batch), which another split of the same texts may pass; an
 // authentication failure or an unknown model (401, 403, 404) is not.
 func RefusedInput(err error) bool {
 	var e *Error
 	if !errors.As(err, &e) || e.Kind != KindPermanent {
 		return false
+	}
+	if e.tooLarge {
+		return true
 	}
 	switch e.Status {
 	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity:

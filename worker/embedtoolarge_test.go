@@ -1,0 +1,58 @@
+package worker_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/memoryd/memoryd/embedding/embeddingtest"
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// llamaTooLarge is llama.cpp server's reply to an embedding input longer
+// than its physical batch (-ub, 512 tokens by default): a 500, though
+// no attempt can pass it.
+const llamaTooLarge = `{"error":{"code":500,"message":"input is too large to process. increase the physical batch size","type":"server_error"}}`
+
+// TestEmbedLlamaCppInputTooLargeIsARefusal: llama.cpp answers a text over
+// its physical batch with a 500 saying so; that text is refused, as a 400
+// over a model's context is: it stays lexical-only, the job's other items
+// get their vectors and the job completes at its first attempt. Before,
+// the 500 was taken for the server's passing trouble: the job retried its
+// 10 attempts over 17 minutes, the hourly sweep again (an embeddings walk
+// with llama.cpp's default -ub 512: 102 of 200 LongMemEval items, 422
+// requests and 1,614 texts sent in the first 15 s for 201 texts).
+func TestEmbedLlamaCppInputTooLargeIsARefusal(t *testing.T) {
+	e := setup(t)
+	srv := embeddingtest.New(t)
+	srv.FailContaining("LONG", http.StatusInternalServerError)
+	srv.ErrorBody(llamaTooLarge)
+	var items []store.ContextWrite
+	for i := range 10 {
+		items = append(items, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("note %d", i), Answer: fmt.Sprintf("plain answer %d", i), CreatedAt: t0})
+	}
+	items[2].Answer = "LONG " + strings.Repeat("a pasted paragraph ", 200)
+	items[6].Answer = "LONG " + strings.Repeat("another pasted paragraph ", 200)
+	if _, err := e.store.InsertContext(e.ctx, items); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := e.startWorker(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
+	if n, err := w.Enqueuer().EnqueueMissingEmbeddings(e.ctx, "alice", "m1", 64, 3); err != nil || n != 10 {
+		t.Fatalf("backfill enqueued %d items (%v), want 10 in one job", n, err)
+	}
+	e.waitFor("the embed job's first attempt over", func() (bool, string) {
+		var state string
+		err := e.store.Pool().QueryRow(e.ctx, `SELECT state::text FROM river_job WHERE kind = $1`, worker.EmbedJobKind).Scan(&state)
+		return err == nil && state != "available" && state != "running", fmt.Sprint(state, err)
+	})
+	states, errs := e.embedJobs()
+	if len(states) != 1 || states[0] != "completed" {
+		t.Errorf("embed job %v (last error %q), want completed at its first attempt: the two texts are refused, not the server failing", states, errs)
+	}
+	if n, err := e.store.CountEmbeddings(e.ctx, "alice", "m1"); err != nil || n.Embedded != 8 || n.Items != 10 {
+		t.Errorf("after the job: %+v (%v), want 8 of 10 items embedded, the two too large without", n, err)
+	}
+}
