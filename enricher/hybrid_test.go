@@ -754,3 +754,26 @@ func TestHybridBreakerIgnoresARefusedQuery(t *testing.T) {
 			after["query_embeddings_ok"]-before["query_embeddings_ok"], skipped)
 	}
 }
+
+// TestHybridBreakerIgnoresAQueryOverLlamaCppBatch: llama.cpp's server
+// answers a query longer than its physical batch (-ub, 512 tokens by
+// default) with a 500 saying the input is too large to process: that is
+// the query's own text, as a 400 is, so six such queries (a user pasting
+// a page) leave the next query embedded. Before, they opened the breaker.
+func TestHybridBreakerIgnoresAQueryOverLlamaCppBatch(t *testing.T) {
+	t.Parallel()
+	srv, emb := fakeEmbeddings(t)
+	_, h := startDogs(t, emb)
+	srv.FailContaining("pasted", http.StatusInternalServerError)
+	srv.ErrorBody(`{"error":{"code":500,"message":"input is too large to process. increase the physical batch size","type":"server_error"}}`)
+	for range 6 {
+		enrich(t, h, events.EnrichRequest{UserID: "alice", Message: "a long pasted text about dogs"})
+	}
+	before := enrichStats(t, h)
+	enrich(t, h, events.EnrichRequest{UserID: "alice", Message: canineQuestion})
+	after := enrichStats(t, h)
+	if skipped := after["query_embeddings_skipped"] - before["query_embeddings_skipped"]; skipped != 0 {
+		t.Fatalf("a query after six over llama.cpp's batch was skipped (ok %v, skipped %v): want it embedded",
+			after["query_embeddings_ok"]-before["query_embeddings_ok"], skipped)
+	}
+}
