@@ -775,7 +775,8 @@ func argsOf(claimed []claimedEmbed) []EmbedArgs {
 // embeddings server: its start stands for it. 8 KiB is about 2,000
 // tokens, inside the context of common embedding models (OpenAI's 8,191
 // tokens, nomic-embed-text's 8,192); a server that refuses it anyway
-// refuses that text alone (embedTexts). A query is cut at 4 KiB
+// refuses that text alone (embedTexts), whose shorter start is then
+// tried (embedStart: a 512-token model). A query is cut at 4 KiB
 // (enricher).
 const maxEmbedInputBytes = 8 << 10
 
@@ -1022,6 +1023,15 @@ func embedSplitting(ctx context.Context, emb Embedder, texts []string, out [][]f
 		}
 		return 0, nil, nil
 	case len(texts) == 1:
+		// Refused alone: the model may hold less than the 8 KiB cut
+		// (512 tokens: mxbai-embed-large, TEI's BERT models, llama.cpp's
+		// default batch), so its start, cut shorter, may pass and the
+		// text get the vector of its start, as the cut means it to.
+		// Before, it got none.
+		if v := embedStart(ctx, emb, texts[0]); v != nil {
+			out[0] = v
+			return 0, nil, nil
+		}
 		return 1, err, nil
 	}
 	if probe {
@@ -1055,6 +1065,31 @@ func embedSplitting(ctx context.Context, emb Embedder, texts []string, out [][]f
 		f1 = f2
 	}
 	return r1 + r2, f1, nil
+}
+
+// minEmbedStartBytes is the shortest start of a refused text embedStart
+// tries: about 250 tokens, under any embedding model's context.
+const minEmbedStartBytes = 1 << 10
+
+// embedStart embeds the start of a text the server refused alone as
+// input, halving it (from 4 KiB) down to minEmbedStartBytes while the
+// server refuses it as input; nil when no start was embedded (a refusal
+// for what the text holds, not its length, or another error).
+func embedStart(ctx context.Context, emb Embedder, text string) []float32 {
+	for n := min(len(text)/2, maxEmbedInputBytes/2); n >= minEmbedStartBytes; n /= 2 {
+		cut := n
+		for cut > 0 && !utf8.RuneStart(text[cut]) {
+			cut--
+		}
+		vs, err := emb.Embed(ctx, []string{text[:cut]})
+		switch {
+		case err == nil && len(vs) == 1 && vs[0] != nil:
+			return vs[0]
+		case !embedding.RefusedInput(err):
+			return nil
+		}
+	}
+	return nil
 }
 
 // failedOnInput reports whether the server answered a request with an

@@ -56,3 +56,40 @@ func TestEmbedLlamaCppInputTooLargeIsARefusal(t *testing.T) {
 		t.Errorf("after the job: %+v (%v), want 8 of 10 items embedded, the two too large without", n, err)
 	}
 }
+
+// TestEmbedTextOverASmallContextGetsItsStart: a server whose model holds
+// 512 tokens (mxbai-embed-large, the BERT models TEI serves, llama.cpp's
+// default batch) refuses a text of a few KB that the 8 KiB cut lets
+// through; the text's start, cut shorter, is embedded instead, as the
+// 8 KiB cut means a long text to get the vector of its start. Before,
+// such a text got no vector at all (the embeddings walk: 102 of 200
+// LongMemEval items lexical-only against a 512-token server).
+func TestEmbedTextOverASmallContextGetsItsStart(t *testing.T) {
+	e := setup(t)
+	srv := embeddingtest.New(t)
+	srv.RefuseOver(2000)
+	items := []store.ContextWrite{
+		{UserID: "alice", Question: "a short note", Answer: "kept short", CreatedAt: t0},
+		{UserID: "alice", Question: "a pasted page", Answer: strings.Repeat("a pasted paragraph of a page ", 200), CreatedAt: t0}, // 5.8 KB
+	}
+	if _, err := e.store.InsertContext(e.ctx, items); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := e.startWorker(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
+	if _, err := w.Enqueuer().EnqueueMissingEmbeddings(e.ctx, "alice", "m1", 64, 1); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("the embed job finished", func() (bool, string) {
+		var state string
+		err := e.store.Pool().QueryRow(e.ctx, `SELECT state::text FROM river_job WHERE kind = $1`, worker.EmbedJobKind).Scan(&state)
+		return err == nil && state != "available" && state != "running" && state != "retryable", fmt.Sprint(state, err)
+	})
+	if n, err := e.store.CountEmbeddings(e.ctx, "alice", "m1"); err != nil || n.Embedded != 2 {
+		t.Errorf("after the job: %+v (%v), want both items embedded, the long one by its start", n, err)
+	}
+	for _, in := range srv.Inputs() {
+		if len(in) > 8<<10 {
+			t.Errorf("a text of %d bytes sent, over the 8 KiB cut", len(in))
+		}
+	}
+}
