@@ -575,7 +575,7 @@ func (l *LLM) complete(ctx context.Context, req openai.ChatCompletionRequest, us
 			e.Reason = hideKey(e.Reason, ex.key)
 		}
 	}
-	e.formatRefused = refusesFormat(status, ex.body, req.ResponseFormat)
+	e.formatRefused = refusesFormat(status, ex.body, req.ResponseFormat, req.Messages)
 	l.noteServerError(e, status, ex, req.Messages)
 	if e.Kind == KindRetryAfter {
 		// Pause everyone: the server is telling this client, not this
@@ -613,16 +613,24 @@ func (l *LLM) stepFormat(steps int32, refused *openai.ChatCompletionResponseForm
 }
 
 // refusesFormat says whether a server that answered status (with body) to
-// a request sent with format refused the format: a 400 whose body names
-// response_format or json_schema is a server without the response format
-// asked for (llama.cpp's server before schemas, some gateways, a model of
-// OpenAI's without json_schema), which the LLM asks again with less
-// (stepFormat).
-func refusesFormat(status int, body []byte, format *openai.ChatCompletionResponseFormat) bool {
+// a request of msgs sent with format refused the format: a 400 whose body
+// names response_format or json_schema is a server without the response
+// format asked for (llama.cpp's server before schemas, some gateways, a
+// model of OpenAI's without json_schema), which the LLM asks again with
+// less (stepFormat). Not where the body names it in the request's text it
+// quotes (a user writing about response_format), nor in a context window
+// exceeded (OpenAI counts "N in the response_format schemas"): a step is
+// for every later request, and those 400s are the one turn's.
+func refusesFormat(status int, body []byte, format *openai.ChatCompletionResponseFormat, msgs []openai.ChatCompletionMessage) bool {
 	if status != http.StatusBadRequest || format == nil {
 		return false
 	}
-	b := strings.ToLower(string(body))
+	b := strings.ToLower(hideEcho(string(body), msgs))
+	for _, window := range []string{"context_length", "context length", "context window", "context size"} {
+		if strings.Contains(b, window) {
+			return false
+		}
+	}
 	return strings.Contains(b, "response_format") || strings.Contains(b, "json_schema") || strings.Contains(b, "response format")
 }
 
