@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -305,10 +306,13 @@ func (p *Proxy) forward(w http.ResponseWriter, in *http.Request, req *http.Reque
 		}
 		p.log.Warn(msgUpstreamFailed, "error", upstreamError(err))
 		// Said as it was: a server that took the connection and closed
-		// it unanswered (crashed, or a gateway's limit) was reached.
-		msg := "the upstream model server closed the connection without answering"
-		if oe := (*net.OpError)(nil); errors.As(err, &oe) && oe.Op == "dial" {
-			msg = "the upstream model server could not be reached"
+		// it unanswered (crashed, or a gateway's limit) was reached. Only
+		// such a close: a TLS handshake refused (a certificate, an https
+		// URL to a plain-HTTP port) is the URL's or the certificate's.
+		msg := "the upstream model server could not be reached"
+		if oe := (*net.OpError)(nil); !(errors.As(err, &oe) && oe.Op == "dial") &&
+			(errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)) {
+			msg = "the upstream model server closed the connection without answering"
 		}
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream_unreachable", msg)
 		return nil, OutcomeUpstreamUnreachable

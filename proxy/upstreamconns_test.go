@@ -107,3 +107,22 @@ func TestUpstreamNotReachedSaysSo(t *testing.T) {
 		t.Fatalf("a chat to an upstream not listening: %v; want a 502 saying it could not be reached", err)
 	}
 }
+
+// An upstream whose TLS handshake fails (a certificate not trusted, an
+// https URL to a plain-HTTP port) did not close a connection unanswered:
+// the 502 does not say it did, which sends an operator looking for a
+// crashed server where the URL or the certificate is at fault.
+func TestUpstreamTLSFailureIsNotAClose(t *testing.T) {
+	t.Parallel()
+	untrusted := httptest.NewTLSServer(http.NotFoundHandler())
+	t.Cleanup(untrusted.Close)
+	plain := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(plain.Close)
+	for _, upstream := range []string{untrusted.URL, strings.Replace(plain.URL, "http://", "https://", 1)} {
+		e := newEnv(t, func(c *proxy.Config) { c.Upstream = upstream + "/v1" })
+		err := chat(e.url, e.keys["alice"])
+		if err == nil || !strings.Contains(err.Error(), "502") || strings.Contains(err.Error(), "closed the connection") {
+			t.Errorf("a chat to %s: %v; want a 502 not saying the connection was closed", upstream, err)
+		}
+	}
+}
