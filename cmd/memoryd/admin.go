@@ -383,12 +383,25 @@ func sayNoneInScope(a *cli, p worker.ReplayProgress, ro app.ReplayOptions) {
 		why = "the stream holds no event"
 	case ro.FromSeq > p.EndSeq:
 		why = fmt.Sprintf("--from-seq %d is past the stream's last sequence, %d", ro.FromSeq, p.EndSeq)
-	case !ro.Since.IsZero():
-		why = fmt.Sprintf("the stream (last sequence %d) holds no event stored since %s", p.EndSeq, ro.Since.UTC().Format(time.RFC3339))
-	case len(ro.Users) > 0:
-		why = fmt.Sprintf("the stream (last sequence %d) holds no event of the user(s) named: ids match exactly, case and spaces included (memoryd stats --user U shows what was recorded of one)", p.EndSeq)
-	default:
+	case len(ro.Users) == 0 && ro.Since.IsZero():
 		why = fmt.Sprintf("no event in the stream from sequence %d to its last, %d", max(ro.FromSeq, 1), p.EndSeq)
+	default:
+		// The selections together, as the replay read them: one named
+		// alone said the stream held nothing since --since where it held
+		// events of other users than those named.
+		why = fmt.Sprintf("the stream (last sequence %d) holds no event", p.EndSeq)
+		if len(ro.Users) > 0 {
+			why += " of the user(s) named"
+		}
+		if ro.FromSeq > 1 {
+			why += fmt.Sprintf(" from sequence %d", ro.FromSeq)
+		}
+		if !ro.Since.IsZero() {
+			why += " stored since " + ro.Since.UTC().Format(time.RFC3339)
+		}
+		if len(ro.Users) > 0 {
+			why += ": ids match exactly, case and spaces included (memoryd stats --user U shows what was recorded of one)"
+		}
 	}
 	fmt.Fprintf(a.stdout, "nothing to replay: %s\n", why)
 }

@@ -456,6 +456,10 @@ func TestReplayOfNothingSaysWhy(t *testing.T) {
 		{[]string{"--from-seq", "99"}, "nothing to replay: --from-seq 99 is past the stream's last sequence, 3"},
 		{[]string{"--user", "Alice"}, "nothing to replay: the stream (last sequence 3) holds no event of the user(s) named"},
 		{[]string{"--since", "2099-01-01T00:00:00Z"}, "nothing to replay: the stream (last sequence 3) holds no event stored since 2099-01-01T00:00:00Z"},
+		// Selections together are named together: all 3 events were
+		// stored since 2020, none of them is carol's.
+		{[]string{"--user", "carol", "--since", "2020-01-01T00:00:00Z"}, "nothing to replay: the stream (last sequence 3) holds no event of the user(s) named stored since 2020-01-01T00:00:00Z"},
+		{[]string{"--user", "carol", "--from-seq", "2"}, "nothing to replay: the stream (last sequence 3) holds no event of the user(s) named from sequence 2"},
 	} {
 		for _, mode := range []string{"--dry-run", "--no-work"} {
 			out, errOut, code := runArgs(context.Background(), append(append([]string{"replay", mode}, c.args...), common...)...)
