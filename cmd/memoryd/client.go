@@ -152,8 +152,11 @@ func (o *clientOptions) callError(err error) error {
 		// sent, as the service would refuse it (exit 2).
 		return &usageError{cmd: o.conn.cmd, err: fmt.Errorf("the request's %s is not valid UTF-8", textErr.Field)}
 	case errors.As(err, &svcErr) && svcErr.Code == 400:
-		// The request was refused as malformed: an argument is bad (exit 2).
-		return &usageError{cmd: o.conn.cmd, err: fmt.Errorf("the service refused the request (400): %s", svcErr.Description)}
+		// The request was refused as malformed: an argument is bad (exit 2),
+		// or an import file's line (events.Client.Import names it), which
+		// the flags' usage would not help with.
+		line := o.conn.cmd == "import" && strings.HasPrefix(svcErr.Description, "line ")
+		return &usageError{cmd: o.conn.cmd, err: fmt.Errorf("the service refused the request (400): %s", svcErr.Description), input: line}
 	case errors.As(err, &svcErr):
 		return fmt.Errorf("the service answered %d: %s", svcErr.Code, svcErr.Description)
 	}
