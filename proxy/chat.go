@@ -778,7 +778,7 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 	}
 	if into != nil && acc.broken {
 		// Relayed whole, and an error to the client all the same: not ok.
-		p.log.Warn("the upstream's stream carried an error event, turn not published", "user_id", user)
+		p.log.Warn("the upstream's stream carried an error event", "user_id", user, "remembered", false)
 		return OutcomeUpstreamStreamError
 	}
 	if remember && acc.done() {
