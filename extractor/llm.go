@@ -597,8 +597,8 @@ func stepDown(format *openai.ChatCompletionResponseFormat, steps int32) *openai.
 	return nil
 }
 
-// stepFormat records that the server refused refused, asked after steps
-// refusals: later requests ask for less. Of requests refused at once, the
+// stepFormat records that the server refused the format refused, asked
+// after steps refusals: later requests, for the life of l, ask for less. Of requests refused at once, the
 // first steps and logs; the others find it done.
 func (l *LLM) stepFormat(steps int32, refused *openai.ChatCompletionResponseFormat) {
 	if !l.formatSteps.CompareAndSwap(steps, steps+1) {
