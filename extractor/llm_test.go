@@ -377,9 +377,9 @@ func TestLLMTimeoutsInARowAreAnOutage(t *testing.T) {
 		return extractortest.Content(validReply)
 	})
 	defer close(release) // before the server's cleanup, which waits for handlers
-	// Long enough that the answered request below is answered within it
-	// on a loaded machine (20 ms was not: a CI run's answer timed out).
-	l := newTestLLM(t, srv, func(c *LLMConfig) { c.Timeout = 500 * time.Millisecond })
+
+	const short = 500 * time.Millisecond // for the requests that hang
+	l := newTestLLM(t, srv, func(c *LLMConfig) { c.Timeout = short })
 	outcome := func(input string) string {
 		_, err := l.Extract(context.Background(), testInput(input))
 		switch {
@@ -404,9 +404,14 @@ func TestLLMTimeoutsInARowAreAnOutage(t *testing.T) {
 		}
 	}
 	hang.Store(false)
+	// The answer is not raced against the short timeout: on a loaded
+	// machine with -race one took longer than 20 ms, then 500 ms could be
+	// too, and its timeout continued the row instead of ending it.
+	l.cfg.Timeout = time.Minute
 	if got := outcome("I'm Ana, answered"); got != "ok" {
 		t.Fatalf("answered request: %s", got)
 	}
+	l.cfg.Timeout = short
 	hang.Store(true)
 	if got := outcome("I'm Ana again"); got != "timeout" {
 		t.Errorf("the first timeout after an answer: %s, want a timeout that is not an outage (the answer ended the row)", got)
