@@ -681,30 +681,12 @@ func TestMemoryOff(t *testing.T) {
 }
 
 // TestUpstreamFailures: an upstream error passes through unchanged (status
-// and body), a hung upstream is a 504; neither is remembered.
+// and body), and is not remembered.
 func TestUpstreamFailures(t *testing.T) {
 	t.Parallel()
-	logs := &eventstest.SyncBuffer{}
-	e := newEnv(t, func(c *proxy.Config) {
-		c.UpstreamTimeout, c.Logger = 300*time.Millisecond, slog.New(slog.NewTextHandler(logs, nil))
-	})
-	post := func() (*http.Response, []byte) {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"I live in Oslo"}]}`))
-		req.Header.Set("Authorization", "Bearer "+e.keys["alice"])
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp, b
-	}
+	e := newEnv(t, nil)
 	e.up.setMode("500")
-	resp, body := post()
+	resp, body := postChat(t, e)
 	if resp.StatusCode != http.StatusInternalServerError || string(body) != `{"error":{"message":"model crashed","type":"server_error","param":null,"code":"boom"}}` {
 		t.Fatalf("upstream 500 reached the client as %s %s", resp.Status, body)
 	}
@@ -714,8 +696,24 @@ func TestUpstreamFailures(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != 500 || apiErr.Message != "model crashed" {
 		t.Fatalf("go-openai saw %v", err)
 	}
+	e.stop()
+	if n := e.turnsPublished(t, "alice"); n != 0 {
+		t.Fatalf("%d turns published for failed requests, want 0", n)
+	}
+}
+
+// TestHungUpstreamIs504: a hung upstream is a 504, logged, and not
+// remembered. Its own test: the short UpstreamTimeout it needs also bounded
+// the 500 of TestUpstreamFailures, which a loaded machine can take longer
+// than 300 ms to answer (a 504 then).
+func TestHungUpstreamIs504(t *testing.T) {
+	t.Parallel()
+	logs := &eventstest.SyncBuffer{}
+	e := newEnv(t, func(c *proxy.Config) {
+		c.UpstreamTimeout, c.Logger = 300*time.Millisecond, slog.New(slog.NewTextHandler(logs, nil))
+	})
 	e.up.setMode("hang")
-	resp, body = post()
+	resp, body := postChat(t, e)
 	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(string(body), "upstream_timeout") {
 		t.Fatalf("hung upstream reached the client as %s %s", resp.Status, body)
 	}
@@ -734,6 +732,24 @@ func TestUpstreamFailures(t *testing.T) {
 	if n := e.turnsPublished(t, "alice"); n != 0 {
 		t.Fatalf("%d turns published for failed requests, want 0", n)
 	}
+}
+
+// postChat posts a chat request of alice's and returns the answer and its
+// body.
+func postChat(t *testing.T, e *env) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"I live in Oslo"}]}`))
+	req.Header.Set("Authorization", "Bearer "+e.keys["alice"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
 }
 
 // TestEnrichUnavailable: with no memoryd answering enrich (another
