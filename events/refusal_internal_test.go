@@ -213,16 +213,66 @@ func TestRefusedAmongAnswered(t *testing.T) {
 // told of a refusal while it waits: the request waits out its deadline,
 // and only then reads the connection's last error, as documented.
 func TestRefusedUntrackedWaits(t *testing.T) {
-	nc, err := nats.Connect(refusalServer(t), nats.UserInfo("u", "p"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	reported := make(chan struct{})
+	var once sync.Once
+	nc, err := nats.Connect(refusalServer(t), nats.UserInfo("u", "p"), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			once.Do(func() { close(reported) })
+		}
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_, err = NewClient(nc, "no").Stats(ctx, "alice")
-	if !errors.Is(err, ErrRequestRefused) || !errors.Is(err, context.DeadlineExceeded) {
+	// The deadline passes once the refusal has been reported and the
+	// request has gone on waiting past a round trip to the server after
+	// it: a fixed second let a refusal delivered later, on a loaded
+	// machine, find a plain timeout.
+	end := make(chan struct{})
+	var endOnce sync.Once
+	endNow := func() { endOnce.Do(func() { close(end) }) }
+	t.Cleanup(endNow)
+	ctx := deadlineAt{Context: context.Background(), done: end, at: time.Now().Add(time.Hour)}
+	result := make(chan error, 1)
+	go func() {
+		_, err := NewClient(nc, "no").Stats(ctx, "alice")
+		result <- err
+	}()
+	select {
+	case <-reported:
+	case <-time.After(time.Minute):
+		t.Fatal("no refusal reported a minute after the request")
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-result:
+		t.Fatalf("refused on a connection without TrackViolations: %v before its deadline; want it to wait", err)
+	default:
+	}
+	endNow()
+	if err := <-result; !errors.Is(err, ErrRequestRefused) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("refused on a connection without TrackViolations: %v; want the timeout, told as refused", err)
+	}
+}
+
+// deadlineAt is a context whose deadline, said to be at, passes when done
+// is closed.
+type deadlineAt struct {
+	context.Context
+	done <-chan struct{}
+	at   time.Time
+}
+
+func (c deadlineAt) Deadline() (time.Time, bool) { return c.at, true }
+func (c deadlineAt) Done() <-chan struct{}       { return c.done }
+func (c deadlineAt) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
 	}
 }
 
