@@ -681,7 +681,8 @@ func TestMemoryOff(t *testing.T) {
 }
 
 // TestUpstreamFailures: an upstream error passes through unchanged (status
-// and body), and is not remembered.
+// and body), an upstream closing the connection unanswered is a 502 saying
+// so, and neither is remembered.
 func TestUpstreamFailures(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
@@ -695,6 +696,13 @@ func TestUpstreamFailures(t *testing.T) {
 	var apiErr *openai.APIError
 	if !errors.As(err, &apiErr) || apiErr.HTTPStatusCode != 500 || apiErr.Message != "model crashed" {
 		t.Fatalf("go-openai saw %v", err)
+	}
+	// A server that took the connection and closed it was reached: said
+	// so (before: "could not be reached").
+	e.up.setMode("close")
+	resp, body = postChat(t, e)
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "closed the connection without answering") {
+		t.Fatalf("an upstream closing the connection reached the client as %s %s", resp.Status, body)
 	}
 	e.stop()
 	if n := e.turnsPublished(t, "alice"); n != 0 {
@@ -720,13 +728,6 @@ func TestHungUpstreamIs504(t *testing.T) {
 	// Logged (before: no line for a 504).
 	if !strings.Contains(logs.String(), "upstream did not answer in time (504)") {
 		t.Errorf("a 504 was not logged: %q", logs.String())
-	}
-	// A server that took the connection and closed it was reached: said
-	// so (before: "could not be reached").
-	e.up.setMode("close")
-	resp, body = post()
-	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "closed the connection without answering") {
-		t.Fatalf("an upstream closing the connection reached the client as %s %s", resp.Status, body)
 	}
 	e.stop()
 	if n := e.turnsPublished(t, "alice"); n != 0 {
