@@ -734,46 +734,40 @@ func TestHybridSkipsAnEmbeddingsServerThatHangs(t *testing.T) {
 }
 
 // TestHybridBreakerIgnoresARefusedQuery: a query the embeddings server
-// refuses for its own text (400: longer than the model's context, as
-// OpenAI and vLLM answer) says nothing of the server, so five of them in a
+// refuses for its own text says nothing of the server, so six of them in a
 // row (one user pasting long texts) do not make the next users' queries
 // lexical. Before, they opened the breaker: the next query was skipped.
+// Refused as OpenAI and vLLM refuse a text longer than the model's context
+// (a 400), or as llama.cpp's server refuses one longer than its physical
+// batch (-ub, 512 tokens by default: a 500 saying the input is too large
+// to process).
 func TestHybridBreakerIgnoresARefusedQuery(t *testing.T) {
 	t.Parallel()
-	srv, emb := fakeEmbeddings(t)
-	_, h := startDogs(t, emb)
-	srv.RefuseContaining("pasted")
-	for range 6 {
-		enrich(t, h, events.EnrichRequest{UserID: "alice", Message: "a long pasted text about dogs"})
-	}
-	before := enrichStats(t, h)
-	enrich(t, h, events.EnrichRequest{UserID: "alice", Message: canineQuestion})
-	after := enrichStats(t, h)
-	if skipped := after["query_embeddings_skipped"] - before["query_embeddings_skipped"]; skipped != 0 {
-		t.Fatalf("a query after six refused for their text was skipped (ok %v, skipped %v): want it embedded",
-			after["query_embeddings_ok"]-before["query_embeddings_ok"], skipped)
-	}
-}
-
-// TestHybridBreakerIgnoresAQueryOverLlamaCppBatch: llama.cpp's server
-// answers a query longer than its physical batch (-ub, 512 tokens by
-// default) with a 500 saying the input is too large to process: that is
-// the query's own text, as a 400 is, so six such queries (a user pasting
-// a page) leave the next query embedded. Before, they opened the breaker.
-func TestHybridBreakerIgnoresAQueryOverLlamaCppBatch(t *testing.T) {
-	t.Parallel()
-	srv, emb := fakeEmbeddings(t)
-	_, h := startDogs(t, emb)
-	srv.FailContaining("pasted", http.StatusInternalServerError)
-	srv.ErrorBody(`{"error":{"code":500,"message":"input is too large to process. increase the physical batch size","type":"server_error"}}`)
-	for range 6 {
-		enrich(t, h, events.EnrichRequest{UserID: "alice", Message: "a long pasted text about dogs"})
-	}
-	before := enrichStats(t, h)
-	enrich(t, h, events.EnrichRequest{UserID: "alice", Message: canineQuestion})
-	after := enrichStats(t, h)
-	if skipped := after["query_embeddings_skipped"] - before["query_embeddings_skipped"]; skipped != 0 {
-		t.Fatalf("a query after six over llama.cpp's batch was skipped (ok %v, skipped %v): want it embedded",
-			after["query_embeddings_ok"]-before["query_embeddings_ok"], skipped)
+	for _, tt := range []struct {
+		name   string
+		refuse func(srv *embeddingtest.Server)
+	}{
+		{"over the model's context", func(srv *embeddingtest.Server) { srv.RefuseContaining("pasted") }},
+		{"over llama.cpp's batch", func(srv *embeddingtest.Server) {
+			srv.FailContaining("pasted", http.StatusInternalServerError)
+			srv.ErrorBody(`{"error":{"code":500,"message":"input is too large to process. increase the physical batch size","type":"server_error"}}`)
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv, emb := fakeEmbeddings(t)
+			_, h := startDogs(t, emb)
+			tt.refuse(srv)
+			for range 6 {
+				enrich(t, h, events.EnrichRequest{UserID: "alice", Message: "a long pasted text about dogs"})
+			}
+			before := enrichStats(t, h)
+			enrich(t, h, events.EnrichRequest{UserID: "alice", Message: canineQuestion})
+			after := enrichStats(t, h)
+			if skipped := after["query_embeddings_skipped"] - before["query_embeddings_skipped"]; skipped != 0 {
+				t.Fatalf("a query after six refused for their text was skipped (ok %v, skipped %v): want it embedded",
+					after["query_embeddings_ok"]-before["query_embeddings_ok"], skipped)
+			}
+		})
 	}
 }
