@@ -1371,7 +1371,10 @@ func roundTrip(t *testing.T, req *http.Request) (int, []byte) {
 // TestMemoryHeaderValues: X-Memory takes off, false, 0 and no (any case)
 // for an opt-out, and refuses a value it does not know with a 400 before
 // the upstream is asked: before, anything but "off" was ignored, and a
-// request meant to be forgotten was remembered.
+// request meant to be forgotten was remembered. The header sent twice is a
+// 400 whatever the order, as the body field given twice is: only its first
+// line was read, so "on" then "off" was enriched and remembered (a walk
+// with curl, two header lines).
 func TestMemoryHeaderValues(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
@@ -1386,6 +1389,11 @@ func TestMemoryHeaderValues(t *testing.T) {
 			t.Errorf("X-Memory %q: %d, want 400", v, code)
 		}
 	}
+	for _, vs := range [][2]string{{"on", "off"}, {"off", "on"}, {"off", "off"}} {
+		if code := e.post(t, "Authorization", auth, proxy.MemoryHeader, vs[0], proxy.MemoryHeader, vs[1]); code != http.StatusBadRequest {
+			t.Errorf("X-Memory %q then %q: %d, want 400", vs[0], vs[1], code)
+		}
+	}
 	if code := e.post(t, "Authorization", auth, proxy.MemoryHeader, "on"); code != http.StatusOK {
 		t.Errorf("X-Memory on: %d, want 200", code)
 	}
@@ -1396,7 +1404,7 @@ func TestMemoryHeaderValues(t *testing.T) {
 	e.up.mu.Lock()
 	defer e.up.mu.Unlock()
 	if len(e.up.requests) != 5 {
-		t.Fatalf("the upstream got %d requests, want 5 (none for the refused values)", len(e.up.requests))
+		t.Fatalf("the upstream got %d requests, want 5 (none for the refused values, nor for the header twice)", len(e.up.requests))
 	}
 }
 
