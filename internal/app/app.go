@@ -312,7 +312,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := a.refuseNewDatabase(ctx, js); err != nil {
+	if err := a.refuseNewDatabase(ctx, func() (jetstream.JetStream, error) { return js, nil }, false); err != nil {
 		return err
 	}
 	s, err := a.openStore(ctx, !a.cfg.NoMigrate)

@@ -107,8 +107,10 @@ func (a *App) checkDeployment(ctx context.Context, s *store.Store, js jetstream.
 // creating it, the database stayed, and the next start (a restart by
 // systemd or Kubernetes) found an existing, empty database and served it.
 // checkDeployment still refuses one created by a race with another
-// process.
-func (a *App) refuseNewDatabase(ctx context.Context, js jetstream.JetStream) error {
+// process. js is asked only for a missing database; with natsOptional, a
+// NATS server it cannot ask is logged and the database let be created
+// (migrate: a first deployment may migrate before NATS runs).
+func (a *App) refuseNewDatabase(ctx context.Context, js func() (jetstream.JetStream, error), natsOptional bool) error {
 	if a.store != nil || !a.cfg.Store.CreateDatabase {
 		return nil
 	}
@@ -116,11 +118,19 @@ func (a *App) refuseNewDatabase(ctx context.Context, js jetstream.JetStream) err
 	if err != nil || !missing {
 		return err
 	}
-	delivered, err := worker.ConsumerDelivered(ctx, js, a.cfg.Stream, a.cfg.Worker.Durable)
-	if err != nil {
-		return err
+	var delivered uint64
+	stream, err := js()
+	if err == nil {
+		delivered, err = worker.ConsumerDelivered(ctx, stream, a.cfg.Stream, a.cfg.Worker.Durable)
 	}
-	if delivered > 0 {
+	switch {
+	case err != nil && natsOptional:
+		a.logger.Warn("the database does not exist and is created without reading the stream's ingest consumer: if a memoryd already serves this stream, this is another database (check --database-url)",
+			"stream", a.cfg.Stream, "error", err)
+		return nil
+	case err != nil:
+		return err
+	case delivered > 0:
 		return &NewDatabaseError{Stream: a.cfg.Stream, Durable: durableName(a.cfg.Worker.Durable), Delivered: delivered, Missing: true}
 	}
 	return nil
@@ -132,31 +142,11 @@ func (a *App) refuseNewDatabase(ctx context.Context, js jetstream.JetStream) err
 // already consumed was an existing database to the next serve, which
 // served it and took a share of the stream's turns (a review: 5 of 10).
 // A NATS server it cannot ask is logged, and the database created, as
-// before: a first deployment may migrate before NATS runs.
+// before.
 func (a *App) RefuseNewDatabase(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.store != nil || !a.cfg.Store.CreateDatabase {
-		return nil
-	}
-	missing, err := store.DatabaseMissing(ctx, a.cfg.Store)
-	if err != nil || !missing {
-		return err
-	}
-	js, err := a.jetStream()
-	var delivered uint64
-	if err == nil {
-		delivered, err = worker.ConsumerDelivered(ctx, js, a.cfg.Stream, a.cfg.Worker.Durable)
-	}
-	if err != nil {
-		a.logger.Warn("the database does not exist and is created without reading the stream's ingest consumer: if a memoryd already serves this stream, this is another database (check --database-url)",
-			"stream", a.cfg.Stream, "error", err)
-		return nil
-	}
-	if delivered > 0 {
-		return &NewDatabaseError{Stream: a.cfg.Stream, Durable: durableName(a.cfg.Worker.Durable), Delivered: delivered, Missing: true}
-	}
-	return nil
+	return a.refuseNewDatabase(ctx, a.jetStream, true)
 }
 
 func durableName(d string) string {
