@@ -1167,9 +1167,7 @@ func applyContext(ctx context.Context, q *Store, userID string, lines []any) (in
 		ON CONFLICT (user_id, content_hash) DO UPDATE SET created_at = greatest(c.created_at, excluded.created_at),
 			said_in = CASE WHEN c.created_at < excluded.created_at
 				THEN memoryd_said_in(c.said_in, c.event_id, array_prepend(excluded.event_id, excluded.said_in)) ELSE c.said_in END,
-			extractor = CASE WHEN excluded.extractor = 'direct' THEN 'direct' ELSE c.extractor END,
-			model = CASE WHEN excluded.extractor = 'direct' THEN '' ELSE c.model END,
-			prompt_version = CASE WHEN excluded.extractor = 'direct' THEN '' ELSE c.prompt_version END
+			`+directWins+`
 		-- A direct line makes a held pair the user's own, as a store of it
 		-- does (StoreContext): a reset keeps it.
 		WHERE c.created_at < excluded.created_at OR (excluded.extractor = 'direct' AND c.extractor <> 'direct')

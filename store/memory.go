@@ -42,6 +42,14 @@ func (s *Store) StoreContext(ctx context.Context, w ContextWrite) (id int64, ins
 	return id, inserted, nil
 }
 
+// directWins is the SET of an insert into context (alias c) that met a
+// pair the user holds: a direct write of it makes the item the user's own
+// (extractor direct, no model), as context.update does, so that a reset
+// keeps it; any other write leaves the item's provenance.
+const directWins = `extractor = CASE WHEN excluded.extractor = 'direct' THEN 'direct' ELSE c.extractor END,
+	model = CASE WHEN excluded.extractor = 'direct' THEN '' ELSE c.model END,
+	prompt_version = CASE WHEN excluded.extractor = 'direct' THEN '' ELSE c.prompt_version END`
+
 // storeContext is StoreContext's statement.
 func (s *Store) storeContext(ctx context.Context, w ContextWrite) (id int64, inserted bool, err error) {
 	hash := ContentHash(w.UserID, w.Question, w.Answer)
@@ -55,9 +63,7 @@ func (s *Store) storeContext(ctx context.Context, w ContextWrite) (id int64, ins
 		INSERT INTO context AS c (user_id, question, answer, created_at, event_id, conversation_id, content_hash, extractor, model, prompt_version)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 		ON CONFLICT (user_id, content_hash) DO UPDATE SET created_at = greatest(c.created_at, excluded.created_at),
-			extractor = CASE WHEN excluded.extractor = 'direct' THEN 'direct' ELSE c.extractor END,
-			model = CASE WHEN excluded.extractor = 'direct' THEN '' ELSE c.model END,
-			prompt_version = CASE WHEN excluded.extractor = 'direct' THEN '' ELSE c.prompt_version END
+			`+directWins+`
 		RETURNING id, xmax = 0`,
 		w.UserID, w.Question, w.Answer, w.CreatedAt, w.EventID, w.ConversationID, hash, w.Extractor, w.Model, w.PromptVersion,
 	).Scan(&id, &inserted)
