@@ -92,13 +92,13 @@ func tellDropped(keys []droppedKey, dropped func(droppedKey)) {
 // scanReply finds the JSON object in a model reply: it drops reasoning
 // blocks, tries fenced blocks first and then the whole reply, and calls try
 // on each JSON object found (at most maxCandidates) until try accepts one.
-// A trailing comma before a closing bracket or brace is tolerated
-// (decodeFirstValue). When none is accepted it returns why, in order: the
-// first rejection of an object that stands on its own (not inside an
-// earlier one), else that the first such object is not valid JSON, with
-// the decoder's message, else that there is no object. An object inside one
-// that did not decode is never the reason: the reply's own object is not
-// valid JSON (a missing comma, a reply cut short), and the inner object's
+// A trailing comma before a closing bracket or brace, and a Python literal
+// where JSON does not decode, are tolerated (decodeFirstValue). When none
+// is accepted it returns why, in order: the first rejection of an object
+// that stands on its own (not inside an earlier one), else that the first
+// such object is not valid JSON, with the decoder's message, else that
+// there is no object. An object inside one that did not decode is never
+// the reason: the reply's own object is not valid JSON (a missing comma, a reply cut short), and the inner object's
 // rejection (a fact item has neither "facts" nor "context") would name the
 // wrong defect, to the model as its correction and to the operator.
 func scanReply(reply string, try func(raw json.RawMessage) error) error {
@@ -235,10 +235,15 @@ func inSpan(spans [][2]int, p int) bool {
 
 // decodeFirstValue decodes the JSON value at the start of s, ignoring
 // whatever follows it, and returns it with the number of bytes of s it
-// spans. A comma before a closing bracket or brace, outside strings, is
-// dropped when the value does not decode otherwise: local models without
-// constrained decoding often write one ({"facts": [...],}), and nothing is
-// lost by reading past it. Otherwise it returns the decoder's error.
+// spans. Only when the value does not decode as JSON, two fallbacks are
+// tried, in order, so that valid JSON always means what it says: a comma
+// before a closing bracket or brace, outside strings, is dropped (local
+// models without constrained decoding often write one, {"facts": [...],},
+// and nothing is lost by reading past it); then the value is read as a
+// Python literal (pythonToJSON: single-quoted strings, True, False and
+// None, which small local models write when they answer with a dict's
+// repr; before, every such reply failed its turn for good, 12 of 12 in a
+// walk). Otherwise it returns the JSON decoder's error.
 func decodeFirstValue(s string) (json.RawMessage, int, error) {
 	raw, n, err := decodeStrict(s)
 	if err == nil {
@@ -249,7 +254,123 @@ func decodeFirstValue(s string) (json.RawMessage, int, error) {
 			return raw, end, nil
 		}
 	}
+	if fixed, end, ok := pythonToJSON(s); ok {
+		if raw, _, err := decodeStrict(fixed); err == nil {
+			return raw, end, nil
+		}
+	}
 	return nil, 0, err
+}
+
+// pythonToJSON rewrites the object or list at the start of s, written as
+// a Python literal (a dict's repr: strings in single or double quotes,
+// True, False and None, commas before a closing bracket or brace), as
+// JSON, and returns it with the byte length of the value in s. It reports
+// false when s does not start with such a literal that reads one way
+// only: a bare word other than those three (what is left after an
+// apostrophe that ends a single-quoted string early, as in 'O'Brien'), an
+// escape JSON has no equivalent for (\x41, octal), a control character
+// in a string, or a value that never closes. The result is still decoded
+// as JSON by the caller, which rejects what else is wrong.
+func pythonToJSON(s string) (string, int, bool) {
+	if s == "" || (s[0] != '{' && s[0] != '[') {
+		return "", 0, false
+	}
+	var b strings.Builder
+	depth := 0
+	for i := 0; i < len(s); {
+		switch c := s[i]; {
+		case c == '{' || c == '[':
+			depth++
+			b.WriteByte(c)
+			i++
+		case c == '}' || c == ']':
+			b.WriteByte(c)
+			i++
+			if depth--; depth == 0 {
+				return b.String(), i, true
+			}
+		case c == ',':
+			if rest := strings.TrimLeft(s[i+1:], " \t\r\n"); rest == "" || (rest[0] != '}' && rest[0] != ']') {
+				b.WriteByte(c)
+			}
+			i++
+		case c == ':' || c == ' ' || c == '\t' || c == '\r' || c == '\n':
+			b.WriteByte(c)
+			i++
+		case c == '"' || c == '\'':
+			n, ok := pythonString(s[i:], &b)
+			if !ok {
+				return "", 0, false
+			}
+			i += n
+		case c == '-' || c == '.' || (c >= '0' && c <= '9'):
+			j := i + 1
+			for j < len(s) && strings.IndexByte("+-.0123456789eE", s[j]) >= 0 {
+				j++
+			}
+			b.WriteString(s[i:j])
+			i = j
+		case c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z':
+			j := i + 1
+			for j < len(s) && (s[j] >= 'A' && s[j] <= 'Z' || s[j] >= 'a' && s[j] <= 'z' || s[j] >= '0' && s[j] <= '9' || s[j] == '_') {
+				j++
+			}
+			switch s[i:j] {
+			case "True", "true":
+				b.WriteString("true")
+			case "False", "false":
+				b.WriteString("false")
+			case "None", "null":
+				b.WriteString("null")
+			default:
+				return "", 0, false
+			}
+			i = j
+		default:
+			return "", 0, false
+		}
+	}
+	return "", 0, false
+}
+
+// pythonString writes to b, as a JSON string, the Python string literal
+// at the start of s (in single or double quotes), and returns its byte
+// length in s. Inside it, the other quote is text (an apostrophe in
+// "O'Brien", a double quote in 'say "hi"', which JSON escapes), and \' is
+// an apostrophe; JSON's own escapes are kept. It reports false for an
+// escape JSON lacks, a control character, or a string that never ends.
+func pythonString(s string, b *strings.Builder) (int, bool) {
+	quote := s[0]
+	b.WriteByte('"')
+	for i := 1; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == quote:
+			b.WriteByte('"')
+			return i + 1, true
+		case c == '\\':
+			if i+1 == len(s) {
+				return 0, false
+			}
+			i++
+			switch e := s[i]; e {
+			case '\'':
+				b.WriteByte('\'')
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't', 'u':
+				b.WriteByte('\\')
+				b.WriteByte(e)
+			default:
+				return 0, false
+			}
+		case c == '"':
+			b.WriteString(`\"`)
+		case c < 0x20:
+			return 0, false
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return 0, false
 }
 
 func decodeStrict(s string) (json.RawMessage, int, error) {
