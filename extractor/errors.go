@@ -112,6 +112,16 @@ type Error struct {
 	// its next probe (at least the gap when one is in flight). A request
 	// held back that long may be the one sent. See [HeldBackFor].
 	ProbeIn time.Duration
+	// ReplyDigest is set on an error of KindInvalidOutput whose model
+	// replies all had content: a digest (hex) of the request (the format
+	// asked for, the prompts) and of each reply rejected, the same when
+	// the model answers the same request with the same replies again. A
+	// caller retrying the call can tell a model that repeats its mistake
+	// (a local model at temperature 0 answers a prompt one way), which no
+	// later attempt mends, from garbage that passes (sampling, a server
+	// under load cutting its reply). Empty for replies without content
+	// (only reasoning, only tool calls, no choices). See [ReplyDigestOf].
+	ReplyDigest string
 	// formatRefused is set on a 400 whose body names the response format
 	// asked for (refusesFormat): the LLM asks again with less (stepFormat).
 	formatRefused bool
@@ -189,6 +199,16 @@ func (e *Error) sentinel() error {
 		return ErrPermanent
 	}
 	return ErrTransient
+}
+
+// ReplyDigestOf returns the Error.ReplyDigest of the first *Error in err's
+// chain of KindInvalidOutput, or "" when there is none.
+func ReplyDigestOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) && e.Kind == KindInvalidOutput {
+		return e.ReplyDigest
+	}
+	return ""
 }
 
 // KindOf returns the Kind of the first *Error in err's chain, or 0 when

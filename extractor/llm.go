@@ -3,9 +3,12 @@ package extractor
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"log/slog"
 	"math"
@@ -444,6 +447,9 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 	const calls = 2     // the request and one correction
 	tokenBound := false // a reply was cut at MaxTokens, or held only reasoning
 	windowCut := 0      // tokens of a reply the server cut below MaxTokens
+	// digest is of the request and the replies rejected
+	// (Error.ReplyDigest); blank: a reply had no content to digest.
+	digest, blank := newReplyDigest(system, user), false
 	for call := 1; ; call++ {
 		steps := l.formatSteps.Load()
 		req.ResponseFormat = stepDown(format, steps)
@@ -469,6 +475,9 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 		if err == nil {
 			return usage, nil
 		}
+		blank = blank || strings.TrimSpace(reply) == ""
+		writeDigestPart(digest, formatName(req.ResponseFormat))
+		writeDigestPart(digest, reply)
 		if got := usage.CompletionTokens - before; cut && got > 0 && got < l.cfg.MaxTokens {
 			// Stopped below the limit asked for: the server's context
 			// window (prompt and reply) was full, as llama.cpp's server
@@ -482,6 +491,9 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 		}
 		if call == calls {
 			e := newError(KindInvalidOutput, "%v (after %d model calls)", err, call)
+			if !blank {
+				e.ReplyDigest = hex.EncodeToString(digest.Sum(nil)[:16])
+			}
 			// For the operator only (the log, memoryd failed), not the
 			// model: the bounds are theirs to raise.
 			if tokenBound {
@@ -496,6 +508,34 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 		// two user messages in a row.
 		req.Messages[1].Content = user + note(err)
 	}
+}
+
+// newReplyDigest starts the digest of a call's rejected replies
+// (Error.ReplyDigest) with its request's prompts; each reply is written
+// with the response format it was asked with, so that a step down of the
+// format (stepFormat) makes another request.
+func newReplyDigest(system, user string) hash.Hash {
+	h := sha256.New()
+	writeDigestPart(h, system)
+	writeDigestPart(h, user)
+	return h
+}
+
+// formatName is the LLMConfig.ResponseFormat of a request's format.
+func formatName(f *openai.ChatCompletionResponseFormat) string {
+	if f == nil {
+		return ResponseFormatNone
+	}
+	return string(f.Type)
+}
+
+// writeDigestPart writes part to h, its length first, so that no two
+// lists of parts write the same bytes.
+func writeDigestPart(h hash.Hash, part string) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+	h.Write(n[:])
+	h.Write([]byte(part))
 }
 
 // complete sends one request and returns the reply's content and whether

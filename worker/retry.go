@@ -115,6 +115,11 @@ const (
 	// metaModelCrashes counts the runs of a job whose request the model
 	// server went down with (extractor.IsCrashed), at most maxCrashes.
 	metaModelCrashes = "memoryd_model_crashes"
+	// metaInvalidReply is the extractor.ReplyDigestOf of the job's last
+	// attempt that failed with invalid output: the same digest at a later
+	// attempt is the model repeating its replies to the same request
+	// (outcome).
+	metaInvalidReply = "memoryd_invalid_reply"
 	// metaAloneHolds counts a job's runs held back unsent because another
 	// serve was sending a request alone (errAloneElsewhere), at most
 	// maxAloneHolds.
@@ -291,6 +296,9 @@ type verdict struct {
 	// cause, when set, is the error to record and log instead of the
 	// run's own (a turn failed for its crashes says so).
 	cause error
+	// invalidReply, when set, is the digest of the run's invalid output
+	// (metaInvalidReply), kept for the next attempt.
+	invalidReply string
 	// record says to record the error on the turns (store.MarkFailed); a
 	// snooze leaves them pending without one. final marks them failed for
 	// good.
@@ -387,9 +395,18 @@ const rateLimitBackoffMax = time.Minute
 //     (job.Attempt >= jobAttempts(job.MaxAttempts, job.Metadata, maxAttempts)): river.JobCancel,
 //     and the turns are marked failed for good (memoryd failed lists them;
 //     RetryFailed re-runs them).
+//   - extractor.KindInvalidOutput whose replies are those of an earlier
+//     attempt, to the same request (extractor.ReplyDigestOf equal to the
+//     job's metaInvalidReply): river.JobCancel, the turns failed for good
+//     with a reason saying so (repeatedReplyReason). A model that answers
+//     a prompt one way (a local model at temperature 0) repeats its
+//     mistake at every attempt: before, each spent two calls, ten for a
+//     turn with --max-attempts 5, where two attempts (four calls) show
+//     it.
 //   - anything else: the error itself, so that River retries with its
 //     backoff. That includes extractor.KindTransient, errors that are not
-//     the extractor's (Postgres refusing a statement), and extractor.KindInvalidOutput: the
+//     the extractor's (Postgres refusing a statement), and extractor.KindInvalidOutput
+//     of other replies (its digest kept in metaInvalidReply): the
 //     model already had its one correction within the attempt, but a model
 //     call is not deterministic (sampling, a server under load truncating
 //     its reply, a model swapped behind the same name), and the attempt
@@ -482,10 +499,34 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 			return verdict{river: river.JobCancel(cause), label: outcomeFailed, record: true, final: true, crashes: crashes, cause: cause}
 		}
 	}
+	digest := extractor.ReplyDigestOf(err)
+	if digest != "" && !permanent && digest == metaString(job.Metadata, metaInvalidReply) {
+		cause := fmt.Errorf(repeatedReplyReason+", not retried: %w", err)
+		return verdict{river: river.JobCancel(cause), label: outcomeFailed, record: true, final: true, crashes: crashes, cause: cause}
+	}
 	if permanent || job.Attempt >= jobAttempts(job.MaxAttempts, job.Metadata, b.maxAttempts) {
 		return verdict{river: river.JobCancel(err), label: outcomeFailed, record: true, final: true, crashes: crashes}
 	}
-	return verdict{river: err, label: outcomeRetry, record: true, crashes: crashes}
+	return verdict{river: err, label: outcomeRetry, record: true, crashes: crashes, invalidReply: digest}
+}
+
+// repeatedReplyReason begins the error of turns failed because the model
+// gave the same invalid replies to the same request at two attempts
+// (outcome).
+const repeatedReplyReason = "the model gave the same invalid replies to the same request as at an earlier attempt"
+
+// metaString reads a string from a job's metadata; absent or not a string
+// reads as "".
+func metaString(metadata []byte, key string) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(metadata, &m) != nil {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(m[key], &s) != nil {
+		return ""
+	}
+	return s
 }
 
 // maxDBOutage bounds the snoozes of one job for an unreachable database,
@@ -765,6 +806,9 @@ func countSnooze(ctx context.Context, job *rivertype.JobRow, err error, v verdic
 	}
 	if v.crashes > 0 {
 		_ = river.MetadataSet(ctx, metaModelCrashes, v.crashes)
+	}
+	if v.invalidReply != "" {
+		_ = river.MetadataSet(ctx, metaInvalidReply, v.invalidReply)
 	}
 	if v.count != "" {
 		merr := river.MetadataSet(ctx, v.count, v.n)

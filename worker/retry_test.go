@@ -600,3 +600,39 @@ func TestUncountedHoldIsNoHold(t *testing.T) {
 		t.Errorf("uncounted: verdict {river %v label %q count %q}, want an attempt spent (%q)", v.river, v.label, v.count, outcomeRetry)
 	}
 }
+
+// TestOutcomeRepeatedInvalidReply: invalid output whose replies are those
+// of the job's earlier attempt (the same digest) fails the job at once,
+// saying so; other replies spend an attempt and keep their digest for the
+// next; a permanent error decides as ever; a takeover keeps the digest.
+func TestOutcomeRepeatedInvalidReply(t *testing.T) {
+	t.Parallel()
+	b := retryBudget{maxAttempts: 5, spread: func(d time.Duration) time.Duration { return d }}
+	invalid := func(digest string) error {
+		return fmt.Errorf("turn e1: %w", &extractor.Error{Kind: extractor.KindInvalidOutput, Reason: "reply contains no JSON object (after 2 model calls)", ReplyDigest: digest})
+	}
+	job := func(metadata string) *rivertype.JobRow {
+		return &rivertype.JobRow{Attempt: 2, MaxAttempts: 5, Metadata: []byte(metadata)}
+	}
+	var c *river.JobCancelError
+
+	v := outcome(invalid("aa"), job(`{"memoryd_invalid_reply": "aa"}`), false, b)
+	if !errors.As(v.river, &c) || !v.final || v.label != outcomeFailed || v.cause == nil || !strings.HasPrefix(v.cause.Error(), repeatedReplyReason) {
+		t.Errorf("same replies: verdict %+v, want the job cancelled, failed for good, saying why", v)
+	}
+	v = outcome(invalid("bb"), job(`{"memoryd_invalid_reply": "aa"}`), false, b)
+	if errors.As(v.river, &c) || v.final || v.label != outcomeRetry || v.invalidReply != "bb" {
+		t.Errorf("other replies: verdict %+v, want a retry keeping digest bb", v)
+	}
+	v = outcome(invalid(""), job(`{"memoryd_invalid_reply": ""}`), false, b)
+	if v.final || v.invalidReply != "" {
+		t.Errorf("replies without a digest: verdict %+v, want a retry, nothing kept", v)
+	}
+	v = outcome(invalid("aa"), job(`{}`), false, b)
+	if v.final || v.invalidReply != "aa" {
+		t.Errorf("first invalid output: verdict %+v, want a retry keeping digest aa", v)
+	}
+	if got := carriedOf([]byte(`{"memoryd_invalid_reply": "aa"}`)); string(got[metaInvalidReply]) != `"aa"` {
+		t.Errorf("carried %v, want the digest", got)
+	}
+}

@@ -1,0 +1,46 @@
+package extractor
+
+import (
+	"context"
+	"testing"
+
+	"github.com/memoryd/memoryd/extractor/extractortest"
+)
+
+// TestReplyDigest: an invalid-output error carries a digest of the request
+// and its rejected replies, the same for the same replies to the same
+// request (a model repeating its mistake, which the worker stops retrying),
+// another for other replies or another request, and none for replies
+// without content, which say nothing of what the model would answer.
+func TestReplyDigest(t *testing.T) {
+	t.Parallel()
+	digest := func(turn string, replies ...extractortest.Reply) string {
+		t.Helper()
+		srv := extractortest.NewServer(t, replies...)
+		_, err := newTestLLM(t, srv, nil).Extract(context.Background(), testInput(turn))
+		if KindOf(err) != KindInvalidOutput {
+			t.Fatalf("Extract: %v, want invalid output", err)
+		}
+		return ReplyDigestOf(err)
+	}
+	garbage, other := extractortest.Content("I cannot answer in JSON."), extractortest.Content("Sorry, no JSON today.")
+	first := digest("I play tennis", garbage, garbage)
+	if first == "" {
+		t.Fatal("no digest for replies with content")
+	}
+	if again := digest("I play tennis", garbage, garbage); again != first {
+		t.Errorf("digest %s for the same replies to the same request, want %s", again, first)
+	}
+	for name, d := range map[string]string{
+		"another correction":  digest("I play tennis", garbage, other),
+		"another first reply": digest("I play tennis", other, garbage),
+		"another request":     digest("I play golf", garbage, garbage),
+	} {
+		if d == first || d == "" {
+			t.Errorf("%s: digest %q, want one of its own", name, d)
+		}
+	}
+	if d := digest("I play tennis", garbage, extractortest.Content("  ")); d != "" {
+		t.Errorf("digest %q with a blank reply, want none", d)
+	}
+}
