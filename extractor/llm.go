@@ -654,24 +654,123 @@ func (l *LLM) stepFormat(steps int32, refused *openai.ChatCompletionResponseForm
 
 // refusesFormat says whether a server that answered status (with body) to
 // a request of msgs sent with format refused the format: a 400 whose body
-// names response_format or json_schema is a server without the response
-// format asked for (llama.cpp's server before schemas, some gateways, a
-// model of OpenAI's without json_schema), which the LLM asks again with
-// less (stepFormat). Not where the body names it in the request's text it
-// quotes (a user writing about response_format), nor in a context window
-// exceeded (OpenAI counts "N in the response_format schemas"): a step is
-// for every later request, and those 400s are the one turn's.
+// names response_format, json_schema or a JSON schema is a server without
+// the response format asked for, or without the schema's features
+// (llama.cpp's server before schemas, some gateways, a model of OpenAI's
+// without json_schema, vLLM's "The provided JSON schema contains features
+// not supported by xgrammar."), which the LLM asks again with less
+// (stepFormat). Not where the body names it in the request's text it
+// quotes (a user writing about response_format), nor in the request it
+// echoes (requestEchoes: vLLM's validation errors quote the request
+// whole, response_format and all, as their "input"), nor in a context
+// window exceeded (OpenAI counts "N in the response_format schemas"): a
+// step is for every later request, and those 400s are the one turn's.
 func refusesFormat(status int, body []byte, format *openai.ChatCompletionResponseFormat, msgs []openai.ChatCompletionMessage) bool {
 	if status != http.StatusBadRequest || format == nil {
 		return false
 	}
-	b := strings.ToLower(hideEcho(string(body), msgs))
+	b := strings.ToLower(hideEcho(serverWords(body), msgs))
 	for _, window := range []string{"context_length", "context length", "context window", "context size"} {
 		if strings.Contains(b, window) {
 			return false
 		}
 	}
-	return strings.Contains(b, "response_format") || strings.Contains(b, "json_schema") || strings.Contains(b, "response format")
+	for _, named := range []string{"response_format", "response format", "json_schema", "json schema"} {
+		if strings.Contains(b, named) {
+			return true
+		}
+	}
+	return false
+}
+
+// serverWords is the text of an error body less the request it echoes: of
+// a JSON body, its strings, but for the values of "input" members
+// (FastAPI's validation errors as JSON) and the "input" of the Python
+// reprs of validation errors a string holds (vLLM's message: "1
+// validation error:\n  {'type': ..., 'loc': ('body',), 'msg': ...,
+// 'input': {'model': ..., 'response_format': {...}}}"); of another body
+// (or one cut short at maxErrorBodyBytes), everything before the first
+// "input". A server's own words come before the echo in both forms.
+func serverWords(body []byte) string {
+	var v any
+	if json.Unmarshal(body, &v) != nil {
+		s := string(body)
+		for _, key := range []string{`'input':`, `"input":`} {
+			if i := strings.Index(s, key); i >= 0 {
+				s = s[:i]
+			}
+		}
+		return s
+	}
+	var b strings.Builder
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case string:
+			b.WriteString(withoutReprInputs(v))
+			b.WriteByte('\n')
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		case map[string]any:
+			for k, e := range v {
+				if k != "input" {
+					walk(e)
+				}
+			}
+		}
+	}
+	walk(v)
+	return b.String()
+}
+
+// withoutReprInputs is s less the value of each 'input' member of the
+// Python dict reprs it holds (pydantic's validation errors as vLLM quotes
+// them), balanced over brackets and quoted strings; one that never ends
+// runs to the end of s.
+func withoutReprInputs(s string) string {
+	const key = "'input':"
+	var b strings.Builder
+	for {
+		i := strings.Index(s, key)
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:i])
+		s = s[i+len(key):]
+		s = s[reprValueEnd(s):]
+	}
+}
+
+// reprValueEnd is the byte length of the Python value at the start of s
+// (after spaces), up to the comma, closing bracket or line break that ends
+// it outside brackets and quoted strings, or len(s).
+func reprValueEnd(s string) int {
+	depth := 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\'', '"':
+			for i++; i < len(s) && s[i] != c; i++ {
+				if s[i] == '\\' {
+					i++
+				}
+			}
+		case '{', '[', '(':
+			depth++
+		case '}', ']', ')':
+			if depth == 0 {
+				return i
+			}
+			depth--
+		case ',', '\n':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return len(s)
 }
 
 // serverErrorsOutage is how many different requests in a row, of any

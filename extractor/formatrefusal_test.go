@@ -1,0 +1,188 @@
+package extractor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/memoryd/memoryd/extractor/extractortest"
+)
+
+// pyRepr writes v (decoded JSON) as Python's repr would: vLLM quotes the
+// request it refuses so, in the "input" of a validation error.
+func pyRepr(v any) string {
+	switch v := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = pyRepr(k) + ": " + pyRepr(v[k])
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	case []any:
+		parts := make([]string, len(v))
+		for i, e := range v {
+			parts[i] = pyRepr(e)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	case string:
+		r := strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\n", `\n`)
+		return "'" + r.Replace(v) + "'"
+	case bool:
+		if v {
+			return "True"
+		}
+		return "False"
+	case nil:
+		return "None"
+	}
+	return fmt.Sprint(v)
+}
+
+// vllmValidationError is the body of vLLM's 400 to a request failing a
+// validator of the request as a whole (loc ('body',)), in the form of
+// current versions ({"error": {...}}, "N validation error:") or of older
+// ones ({"object": "error", ...}, the errors' list repr): the error's
+// "input" is the request, response_format and all.
+func vllmValidationError(t *testing.T, req openai.ChatCompletionRequest, msg string, older bool) string {
+	t.Helper()
+	raw, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var input any
+	if err := json.Unmarshal(raw, &input); err != nil {
+		t.Fatal(err)
+	}
+	e := fmt.Sprintf("{'type': 'value_error', 'loc': ('body',), 'msg': 'Value error, %s', 'input': %s, 'ctx': {'error': ValueError('%s')}}", msg, pyRepr(input), msg)
+	var body any = map[string]any{"error": map[string]any{"message": "1 validation error:\n  " + e, "type": "Bad Request", "param": "body", "code": 400}}
+	if older {
+		body = map[string]any{"object": "error", "message": "[" + e + "]", "type": "BadRequestError", "param": nil, "code": 400}
+	}
+	out, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
+
+// formatOf names the response format of a request.
+func formatOf(req openai.ChatCompletionRequest) string {
+	if req.ResponseFormat == nil {
+		return ResponseFormatNone
+	}
+	return string(req.ResponseFormat.Type)
+}
+
+// TestVLLMValidationErrorStepsNothingDown: vLLM's 400 to a request that
+// fails one of its validators quotes the request whole as the error's
+// "input", response_format and json_schema included, outside the
+// messages' text: that is no refusal of the format, and a step is for
+// every later request of the process. Before, it stepped json_schema down
+// for good. A body cut short (maxErrorBodyBytes) is read to its "input".
+func TestVLLMValidationErrorStepsNothingDown(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		reply func(t *testing.T, req openai.ChatCompletionRequest) extractortest.Reply
+	}{
+		{"current form", func(t *testing.T, req openai.ChatCompletionRequest) extractortest.Reply {
+			return extractortest.Reply{Status: http.StatusBadRequest, Body: vllmValidationError(t, req, "max_tokens must be at least 1, got 0.", false)}
+		}},
+		{"older form", func(t *testing.T, req openai.ChatCompletionRequest) extractortest.Reply {
+			return extractortest.Reply{Status: http.StatusBadRequest, Body: vllmValidationError(t, req, "max_tokens must be at least 1, got 0.", true)}
+		}},
+		{"cut short", func(t *testing.T, req openai.ChatCompletionRequest) extractortest.Reply {
+			body := vllmValidationError(t, req, "max_tokens must be at least 1, got 0.", false)
+			return extractortest.Reply{Status: http.StatusBadRequest, Body: body[:strings.Index(body, "'response_format'")+40]}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := extractortest.NewServer(t)
+			var mu sync.Mutex
+			var asked []string
+			srv.SetHandler(func(req openai.ChatCompletionRequest) extractortest.Reply {
+				mu.Lock()
+				defer mu.Unlock()
+				asked = append(asked, formatOf(req))
+				if len(asked) == 1 {
+					return tt.reply(t, req)
+				}
+				return extractortest.Content(`{"facts":[{"op":"set","key":"sport","value":"tennis"}],"context":[]}`)
+			})
+			l := newTestLLM(t, srv, func(c *LLMConfig) { c.ResponseFormat = ResponseFormatJSONSchema })
+			if _, err := l.Extract(context.Background(), testInput("I play tennis")); KindOf(err) != KindPermanent {
+				t.Fatalf("first extraction: %v, want a permanent error", err)
+			}
+			if _, err := l.Extract(context.Background(), testInput("I play tennis")); err != nil {
+				t.Fatalf("second extraction: %v", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if want := []string{"json_schema", "json_schema"}; !slices.Equal(asked, want) {
+				t.Errorf("formats asked for %v, want %v", asked, want)
+			}
+		})
+	}
+}
+
+// TestVLLMSchemaRefusalStepsDown: vLLM's refusals of a schema or a
+// response format step it down: "The provided JSON schema contains
+// features not supported by xgrammar." (its xgrammar backend, chosen
+// alone), which names no response_format or json_schema (before, every
+// turn failed for good), and a validation error of response_format
+// itself, whose "input" is the request too.
+func TestVLLMSchemaRefusalStepsDown(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		reply func(t *testing.T, req openai.ChatCompletionRequest) extractortest.Reply
+	}{
+		{"xgrammar", func(*testing.T, openai.ChatCompletionRequest) extractortest.Reply {
+			return extractortest.Reply{Status: http.StatusBadRequest,
+				Body: `{"object":"error","message":"The provided JSON schema contains features not supported by xgrammar.","type":"BadRequestError","param":null,"code":400}`}
+		}},
+		{"response_format invalid", func(t *testing.T, req openai.ChatCompletionRequest) extractortest.Reply {
+			return extractortest.Reply{Status: http.StatusBadRequest,
+				Body: vllmValidationError(t, req, "response_format type json_schema is not supported by this server (parameter=response_format)", false)}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := extractortest.NewServer(t)
+			var mu sync.Mutex
+			var asked []string
+			srv.SetHandler(func(req openai.ChatCompletionRequest) extractortest.Reply {
+				mu.Lock()
+				defer mu.Unlock()
+				asked = append(asked, formatOf(req))
+				if req.ResponseFormat != nil && req.ResponseFormat.Type == openai.ChatCompletionResponseFormatTypeJSONSchema {
+					return tt.reply(t, req)
+				}
+				return extractortest.Content(`{"facts":[{"op":"set","key":"sport","value":"tennis"}],"context":[]}`)
+			})
+			l := newTestLLM(t, srv, func(c *LLMConfig) { c.ResponseFormat = ResponseFormatJSONSchema })
+			if _, err := l.Extract(context.Background(), testInput("I play tennis")); err != nil {
+				t.Fatalf("extraction: %v", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if want := []string{"json_schema", "json_object"}; !slices.Equal(asked, want) {
+				t.Errorf("formats asked for %v, want %v", asked, want)
+			}
+		})
+	}
+}
