@@ -230,14 +230,21 @@ type LLM struct {
 	format      *openai.ChatCompletionResponseFormat // of Extract
 	batchFormat *openai.ChatCompletionResponseFormat // of ExtractBatch
 	temperature float32
-	// formatSteps counts the response formats the server refused (a 400
-	// naming response_format): each steps every later request down one,
-	// json_schema to json_object to none, for the life of l. Replies are
-	// parsed alike whatever was asked (fences, prose, reasoning around the
-	// JSON), so less constraint costs some malformed replies where a
-	// refused format failed every turn for good until an operator set
-	// --llm-response-format (a walk with a local server: 12 of 12 failed).
-	formatSteps atomic.Int32
+	// formatSteps counts the response formats the server refused to
+	// Extract's requests (a 400 naming response_format): each steps every
+	// later one down one, json_schema to json_object to none, for the
+	// life of l. Replies are parsed alike whatever was asked (fences,
+	// prose, reasoning around the JSON), so less constraint costs some
+	// malformed replies where a refused format failed every turn for good
+	// until an operator set --llm-response-format (a walk with a local
+	// server: 12 of 12 failed). batchFormatSteps counts ExtractBatch's
+	// apart (stepsOf): its schema is another (batchExtractionSchema, with
+	// a "minimum" that some servers' schema compilers refuse, as vLLM's
+	// xgrammar backend has number bounds), and a refusal of one schema
+	// stepped the other's requests down too, for good, though the server
+	// took it. A server refusing response_format whole refuses one
+	// request of each.
+	formatSteps, batchFormatSteps atomic.Int32
 
 	// maxTokens and maxCompletionTokens: one of them is LLMConfig.MaxTokens
 	// (see requestMaxTokens).
@@ -450,8 +457,9 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 	// digest is of the request and the replies rejected
 	// (Error.ReplyDigest); blank: a reply had no content to digest.
 	digest, blank := newReplyDigest(system, user), false
+	counter := l.stepsOf(format)
 	for call := 1; ; call++ {
-		steps := l.formatSteps.Load()
+		steps := counter.Load()
 		req.ResponseFormat = stepDown(format, steps)
 		before := usage.CompletionTokens
 		reply, cut, err := l.complete(ctx, req, &usage)
@@ -459,7 +467,7 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 		if errors.As(err, &failed) && failed.formatRefused && req.ResponseFormat != nil {
 			// Asked again at once with less, not counted as a call: a
 			// step at most per format, so at most twice.
-			l.stepFormat(steps, req.ResponseFormat)
+			l.stepFormat(counter, steps, req.ResponseFormat)
 			call--
 			continue
 		}
@@ -637,19 +645,34 @@ func stepDown(format *openai.ChatCompletionResponseFormat, steps int32) *openai.
 	return nil
 }
 
+// stepsOf is the counter of the refused formats (formatSteps or
+// batchFormatSteps) of the requests asking for format: ExtractBatch's when
+// it asks for a format of its own (a schema), Extract's otherwise.
+func (l *LLM) stepsOf(format *openai.ChatCompletionResponseFormat) *atomic.Int32 {
+	if format != nil && format == l.batchFormat && format != l.format {
+		return &l.batchFormatSteps
+	}
+	return &l.formatSteps
+}
+
 // stepFormat records that the server refused the format refused, asked
-// after steps refusals: later requests, for the life of l, ask for less. Of requests refused at once, the
-// first steps and logs; the others find it done.
-func (l *LLM) stepFormat(steps int32, refused *openai.ChatCompletionResponseFormat) {
-	if !l.formatSteps.CompareAndSwap(steps, steps+1) {
+// after steps refusals counted by counter (stepsOf): later requests of
+// the counter's, for the life of l, ask for less. Of requests refused at
+// once, the first steps and logs; the others find it done.
+func (l *LLM) stepFormat(counter *atomic.Int32, steps int32, refused *openai.ChatCompletionResponseFormat) {
+	if !counter.CompareAndSwap(steps, steps+1) {
 		return
 	}
 	next := ResponseFormatNone
 	if refused.Type == openai.ChatCompletionResponseFormatTypeJSONSchema {
 		next = ResponseFormatJSONObject
 	}
+	requests := "single-turn"
+	if counter == &l.batchFormatSteps {
+		requests = "batch"
+	}
 	l.cfg.Logger.Warn("the model server refused response_format "+string(refused.Type)+": asking with "+next+" from now on (set --llm-response-format "+next+" to start so)",
-		"base_url", redactURL(l.cfg.BaseURL), "model", l.cfg.Model)
+		"base_url", redactURL(l.cfg.BaseURL), "model", l.cfg.Model, "requests", requests)
 }
 
 // refusesFormat says whether a server that answered status (with body) to
