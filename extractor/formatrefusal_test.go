@@ -186,3 +186,28 @@ func TestVLLMSchemaRefusalStepsDown(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusesFormatBodies: the bodies refusesFormat reads as a refusal of
+// the format, and those it does not, whose only mention of it is the
+// request they echo.
+func TestRefusesFormatBodies(t *testing.T) {
+	t.Parallel()
+	schema := &openai.ChatCompletionResponseFormat{Type: openai.ChatCompletionResponseFormatTypeJSONSchema}
+	for _, tt := range []struct {
+		body string
+		want bool
+	}{
+		{`{"error":{"code":400,"message":"response_format type json_schema is not supported","type":"invalid_request_error"}}`, true},
+		{`{"error":{"message":"Invalid parameter","type":"invalid_request_error","param":"response_format","code":null}}`, true},
+		{`{"object":"error","message":"The provided JSON schema contains features not supported by xgrammar.","type":"BadRequestError","param":null,"code":400}`, true},
+		{`{"detail":[{"type":"missing","loc":["body","response_format","json_schema"],"msg":"Field required","input":{"type":"json_schema"}}]}`, true},
+		{`{"detail":[{"type":"value_error","loc":["body"],"msg":"Value error, max_tokens must be at least 1","input":{"response_format":{"type":"json_schema"}}}]}`, false},
+		{`{"error":{"message":"1 validation error:\n  {'type': 'value_error', 'loc': ('body',), 'msg': 'Value error, max_tokens must be at least 1', 'input': {'max_tokens': 0, 'response_format': {'type': 'json_schema', 'json_schema': {'name': 'it\\'s', 'schema': {}}}}, 'ctx': {'error': ValueError('max_tokens must be at least 1')}}","type":"Bad Request","param":"body","code":400}}`, false},
+		{`{"error":{"message":"1 validation error:\n  {'type': 'value_error', 'loc': ('body',), 'msg': 'Value error, max_tokens must be at least 1', 'input': {'response_format': {'type': 'json_sch`, false},
+		{`not json: 'input': {'response_format': 1}`, false},
+	} {
+		if got := refusesFormat(http.StatusBadRequest, []byte(tt.body), schema, nil); got != tt.want {
+			t.Errorf("refusesFormat(%s) = %v, want %v", tt.body, got, tt.want)
+		}
+	}
+}

@@ -707,7 +707,7 @@ func refusesFormat(status int, body []byte, format *openai.ChatCompletionRespons
 }
 
 // serverWords is the text of an error body less the request it echoes: of
-// a JSON body, its strings, but for the values of "input" members
+// a JSON body, its keys and strings, but for the values of "input" members
 // (FastAPI's validation errors as JSON) and the "input" of the Python
 // reprs of validation errors a string holds (vLLM's message: "1
 // validation error:\n  {'type': ..., 'loc': ('body',), 'msg': ...,
@@ -739,6 +739,7 @@ func serverWords(body []byte) string {
 		case map[string]any:
 			for k, e := range v {
 				if k != "input" {
+					b.WriteString(k + "\n")
 					walk(e)
 				}
 			}
