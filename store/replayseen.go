@@ -74,13 +74,13 @@ func (s *Store) UnseenMemory(ctx context.Context, check int64, userIDs []string,
 			  AND NOT EXISTS (SELECT 1 FROM replay_seen r WHERE r.check_id = $3 AND r.key = `+seenKeySQL+`)
 		), items AS (
 			SELECT x.user_id, x.event_id FROM fact_items x JOIN lost l ON l.user_id = x.user_id AND l.event_id = x.event_id
-			WHERE `+rebuilt(itemContent)+`
+			WHERE `+rebuilt(importedItem)+`
 			UNION ALL
 			SELECT x.user_id, x.event_id FROM facts x JOIN lost l ON l.user_id = x.user_id AND l.event_id = x.event_id
-			WHERE `+rebuilt(factContent)+` AND NOT `+listFactKept+`
+			WHERE `+rebuilt(importedFact)+` AND NOT `+listFactKept+`
 			UNION ALL
 			SELECT x.user_id, x.event_id FROM context x JOIN lost l ON l.user_id = x.user_id AND l.event_id = x.event_id
-			WHERE `+rebuilt(contextContent)+` AND NOT `+clearedTurn+`
+			WHERE `+rebuilt(importedContext)+` AND NOT `+clearedTurn+`
 		)
 		SELECT count(*), count(DISTINCT (i.user_id, i.event_id)), count(DISTINCT i.user_id),
 		       coalesce(min(l.stream_seq), 0), coalesce(max(l.stream_seq), 0)

@@ -113,3 +113,57 @@ func TestReextractionKeepsAPairStoredAgainDirectly(t *testing.T) {
 		t.Errorf("the pair hana stored, after the model's re-extraction: %v; want it kept", err)
 	}
 }
+
+// TestResetKeepsAPairImportedOverAHeldOne: an import's line of a pair
+// extracted on another memoryd (extractor llm, its event id none of this
+// user's turns), into a memory holding the pair from the user's own turn
+// here, merges into the held item, which keeps its own turn's event id.
+// A reset matched the import's record (import_sources, the foreign event
+// id) against the item's event id, found none, and deleted the item: a
+// replay by another model words the user's turn otherwise, and what the
+// import brought was lost, where imported into a memory without the pair
+// it stayed. Whichever line is later (the import's takes the item's time,
+// or leaves it).
+func TestResetKeepsAPairImportedOverAHeldOne(t *testing.T) {
+	for _, importLater := range []bool{true, false} {
+		name := "import_earlier"
+		if importLater {
+			name = "import_later"
+		}
+		t.Run(name, func(t *testing.T) {
+			ctx, s := setup(t)
+			llm := store.Provenance{Extractor: "llm", Model: "m1", PromptVersion: "v3"}
+			exportedAt, heldAt := t0, t0.Add(time.Hour)
+			if importLater {
+				exportedAt, heldAt = heldAt, exportedAt
+			}
+			// ivan's memory elsewhere: the pair from his turn x9 there.
+			if _, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "ivan", Question: "What is my dog called?", Answer: "Rex",
+				EventID: "x9", CreatedAt: exportedAt, Provenance: llm}); err != nil {
+				t.Fatal(err)
+			}
+			var exp bytes.Buffer
+			if err := s.Export(ctx, "ivan", &exp); err != nil {
+				t.Fatal(err)
+			}
+			// jade holds the pair from her own turn e1 here.
+			if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e1", UserID: "jade", UserMessage: "my dog is Rex", TurnAt: heldAt}}); err != nil {
+				t.Fatal(err)
+			}
+			id, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "jade", Question: "What is my dog called?", Answer: "Rex",
+				EventID: "e1", CreatedAt: heldAt, Provenance: llm})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Import(ctx, "jade", "jade", bytes.NewReader(exp.Bytes())); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := s.ResetMemory(ctx, []string{"jade"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.ContextByID(ctx, "jade", id); err != nil {
+				t.Errorf("the pair jade imported over the one she held, after a reset: %v; want it kept", err)
+			}
+		})
+	}
+}
