@@ -185,7 +185,8 @@ func (s *Store) UpdateContext(ctx context.Context, u ContextUpdate) (ContextItem
 		if err != nil {
 			return err
 		}
-		if _, err := sp.Exec(ctx, `UPDATE context SET question = $3, answer = $4, content_hash = $5,
+		// inserted_at: written now, by the user (see userWrittenSince).
+		if _, err := sp.Exec(ctx, `UPDATE context SET question = $3, answer = $4, content_hash = $5, inserted_at = now(),
 				extractor = CASE WHEN content_hash = $5 THEN extractor ELSE 'direct' END,
 				model = CASE WHEN content_hash = $5 THEN model ELSE '' END,
 				prompt_version = CASE WHEN content_hash = $5 THEN prompt_version ELSE '' END

@@ -45,10 +45,13 @@ func (s *Store) StoreContext(ctx context.Context, w ContextWrite) (id int64, ins
 // directWins is the SET of an insert into context (alias c) that met a
 // pair the user holds: a direct write of it makes the item the user's own
 // (extractor direct, no model), as context.update does, so that a reset
-// keeps it; any other write leaves the item's provenance.
+// keeps it, and stamps it written now (inserted_at), so that a forget
+// applied again to a restored database does not delete it
+// (userWrittenSince); any other write leaves the item's provenance.
 const directWins = `extractor = CASE WHEN excluded.extractor = 'direct' THEN 'direct' ELSE c.extractor END,
 	model = CASE WHEN excluded.extractor = 'direct' THEN '' ELSE c.model END,
-	prompt_version = CASE WHEN excluded.extractor = 'direct' THEN '' ELSE c.prompt_version END`
+	prompt_version = CASE WHEN excluded.extractor = 'direct' THEN '' ELSE c.prompt_version END,
+	inserted_at = CASE WHEN excluded.extractor = 'direct' THEN now() ELSE c.inserted_at END`
 
 // storeContext is StoreContext's statement.
 func (s *Store) storeContext(ctx context.Context, w ContextWrite) (id int64, inserted bool, err error) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -95,6 +96,103 @@ func TestRestoredDatabaseForgetsAgain(t *testing.T) {
 		st := e.userStats("alice")
 		return st.TurnsProcessed == 1, fmt.Sprintf("alice %+v", st)
 	})
+}
+
+// A user's write made on the restored database after the recorded forget
+// keeps the forget from being applied again (the write would go with the
+// rest), whatever it wrote: the check read only the turns received, the
+// items inserted, the fact history and the documents put since, so a
+// language set, a context.update, a clear, a store of a pair the user
+// held (which makes it the user's own) and an import of facts or of a
+// pair held went unseen, and the forget applied again deleted what the
+// user wrote after it. A user who wrote nothing since is forgotten again.
+func TestRestoredDatabaseKeepsEveryWriteSinceTheForget(t *testing.T) {
+	e := setup(t)
+	header := `{"type":"memoryd.export","version":1}` + "\n"
+	importLines := func(user, lines string) error {
+		_, err := e.store.Import(e.ctx, user, user, strings.NewReader(header+lines))
+		return err
+	}
+	writes := map[string]func(user string, item store.ContextItem) error{
+		"language": func(user string, _ store.ContextItem) error {
+			_, err := e.store.SetLanguage(e.ctx, user, "french", "french")
+			return err
+		},
+		"update": func(user string, item store.ContextItem) error {
+			q := "What is my dog's name?"
+			_, err := e.store.UpdateContext(e.ctx, store.ContextUpdate{UserID: user, ID: item.ID, Question: &q})
+			return err
+		},
+		"recase": func(user string, item store.ContextItem) error {
+			q := strings.ToUpper(item.Question)
+			_, err := e.store.UpdateContext(e.ctx, store.ContextUpdate{UserID: user, ID: item.ID, Question: &q})
+			return err
+		},
+		"clear": func(user string, item store.ContextItem) error {
+			_, err := e.store.DeleteContext(e.ctx, store.ContextDelete{UserID: user, ID: item.ID})
+			return err
+		},
+		"facts_clear": func(user string, _ store.ContextItem) error {
+			_, err := e.store.DeleteFact(e.ctx, user, "pet")
+			return err
+		},
+		"store_again": func(user string, item store.ContextItem) error {
+			_, _, err := e.store.StoreContext(e.ctx, store.ContextWrite{UserID: user, Question: item.Question, Answer: item.Answer,
+				Provenance: store.Provenance{Extractor: "direct"}})
+			return err
+		},
+		"import_fact": func(user string, _ store.ContextItem) error {
+			return importLines(user, `{"type":"fact","key":"pet","value":"Rex","source_at":"2026-11-01T10:00:00.000000Z","event_id":"x1",`+
+				`"conversation_id":"","extractor":"llm","model":"m","prompt_version":"v3","updated_at":"2026-11-01T10:00:02.000000Z"}`)
+		},
+		"import_pair": func(user string, item store.ContextItem) error {
+			line, err := json.Marshal(map[string]string{"type": "context", "question": item.Question, "answer": item.Answer,
+				"created_at": "2026-11-01T10:00:00.000000Z", "event_id": "", "conversation_id": "", "scope": "",
+				"extractor": "direct", "model": "", "prompt_version": ""})
+			if err != nil {
+				return err
+			}
+			return importLines(user, string(line))
+		},
+	}
+	users := append(slices.Sorted(maps.Keys(writes)), "quiet")
+	stop := e.start(extractor.NewRules(), nil)
+	for _, u := range users {
+		e.publish(events.Turn{ID: u + "-1", UserID: u, UserMessage: "My dog is called Rex.", AssistantResponse: "Good dog."})
+	}
+	e.waitDone(int64(len(users)))
+	stop()
+
+	// Each user's forget, made on the database before it was restored.
+	at, forgotten := e.streamEnd(), time.Now()
+	for _, u := range users {
+		if err := worker.RecordForget(e.ctx, e.js, e.stream, store.Tombstone{UserToken: u, Through: at, ForgottenAt: forgotten}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Then each user but quiet wrote on the restored database.
+	for user, write := range writes {
+		items, err := e.store.ListContext(e.ctx, user, store.ContextCursor{}, 10)
+		if err != nil || len(items) != 1 {
+			t.Fatalf("%s's items: %+v, %v; want the one", user, items, err)
+		}
+		if err := write(user, items[0]); err != nil {
+			t.Fatalf("%s's write: %v", user, err)
+		}
+	}
+
+	if n := worker.ReapplyForgets(e.ctx, e.js, e.store, e.prefix, e.stream, slog.New(slog.DiscardHandler)); n != 1 {
+		t.Errorf("forgets applied again: %d, want 1 (quiet's)", n)
+	}
+	for _, u := range users {
+		want := int64(1)
+		if u == "quiet" {
+			want = 0
+		}
+		if st := e.userStats(u); st.TurnsReceived != want {
+			t.Errorf("%s after the forgets were applied again: %+v; want %d turns", u, st, want)
+		}
+	}
 }
 
 // A recorded forget applied again keeps its record: rewritten with the
