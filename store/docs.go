@@ -664,6 +664,26 @@ func (s *Store) ListDocuments(ctx context.Context, o Owner, collection, after st
 // transaction that holds one of its documents (a put, a chunking job) to
 // commit, and the jobs that one inserted are then deleted too.
 func (s *Store) DeleteCollections(ctx context.Context, o Owner, jobs ...RiverJobs) (int64, error) {
+	return s.deleteCollections(ctx, o, time.Time{}, jobs)
+}
+
+// ForgetCollections is DeleteCollections of a user for the user's forget
+// made at the time at (its tombstone's ForgottenAt): the user's reader
+// grants made after it stay. An operator's `docs grant` answered while
+// the forget ran, after its memory's transaction and before this delete,
+// was deleted here, where the same forget cut short and finished at a
+// start (DeleteDocumentsBefore) keeps it: it is made after the forget,
+// as one made after the forget's reply (TestForgetKeepsAGrantMadeDuringIt).
+func (s *Store) ForgetCollections(ctx context.Context, user string, at time.Time, jobs ...RiverJobs) (int64, error) {
+	if user == "" || at.IsZero() {
+		return 0, errors.New("forget collections: user and time are required")
+	}
+	return s.deleteCollections(ctx, Owner{User: user}, at, jobs)
+}
+
+// deleteCollections is DeleteCollections deleting, of a user's reader
+// grants, those made at or before grantsBy (all when it is zero).
+func (s *Store) deleteCollections(ctx context.Context, o Owner, grantsBy time.Time, jobs []RiverJobs) (int64, error) {
 	kind, owner, err := o.kind()
 	if err != nil {
 		return 0, fmt.Errorf("delete collections: %w", err)
@@ -691,7 +711,8 @@ func (s *Store) DeleteCollections(ctx context.Context, o Owner, jobs ...RiverJob
 			return err
 		}
 		if kind == "user" {
-			if _, err := q.db.Exec(ctx, `DELETE FROM collection_readers WHERE user_id = $1`, owner); err != nil {
+			if _, err := q.db.Exec(ctx, `DELETE FROM collection_readers WHERE user_id = $1 AND ($2 OR granted_at <= $3)`,
+				owner, grantsBy.IsZero(), grantsBy); err != nil {
 				return err
 			}
 		}

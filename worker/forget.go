@@ -201,7 +201,7 @@ func forget(ctx context.Context, js jetstream.JetStream, s *store.Store, prefix,
 	// answered "incomplete".
 	dctx, cancel := context.WithTimeout(sctx, forgetDocsTimeout)
 	for attempt := 1; ; attempt++ {
-		r.Documents, err = s.DeleteCollections(dctx, store.Owner{User: userID}, indexDocumentJobs, chunkEmbedJobs)
+		r.Documents, err = s.ForgetCollections(dctx, userID, tomb.ForgottenAt, indexDocumentJobs, chunkEmbedJobs)
 		if err == nil || !store.IsRolledBack(err) || attempt == forgetAttempts {
 			break
 		}
