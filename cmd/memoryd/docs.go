@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -39,7 +40,8 @@ func runDocs(ctx context.Context, a *cli, args []string) (err error) {
 
 Knowledge base documents (docs/protocol.md, Documents). put stores each FILE
 (text or Markdown) under its file name as the document id (--id for a single
-file), printing one line per file; it exits non-zero if any file failed.
+file; files of one put with the same name are not put), printing one line
+per file; it exits non-zero if any file failed.
 With --scope S instead of --user, put, list, delete and search work on the
 shared scope S's collections (its own subjects). search reads the user's
 collections and the shared ones the user was granted ("scope/name").
@@ -217,9 +219,14 @@ type docsPutLine struct {
 func docsPut(ctx context.Context, a *cli, c *events.Client, o *clientOptions, base events.DocsPutRequest, files []string) error {
 	failed := 0
 	start := time.Now()
+	clashes := idClashes(base.DocID, files)
 	for i, file := range files {
 		req := base
 		data, err := os.ReadFile(file)
+		if others := clashes[i]; err == nil && len(others) > 0 {
+			err = fmt.Errorf("document id %q is also %s's (a file's id is its name), so neither is put: "+
+				"give each its own id with --id (one file a put), or put them into separate collections", filepath.Base(file), strings.Join(others, "'s and "))
+		}
 		if err == nil {
 			req.Content, req.Source = string(data), filepath.Base(file)
 			if req.DocID == "" {
@@ -262,6 +269,44 @@ func docsPut(ctx context.Context, a *cli, c *events.Client, o *clientOptions, ba
 		return fmt.Errorf("%d of %d file(s) failed", failed, len(files))
 	}
 	return nil
+}
+
+// idClashes maps the index of each file that would get the same document
+// id (its file name, with no --id) as another file of the put to those
+// other files: a put of both would report each put and keep the last one
+// only (the READMEs of several modules), so none of them is put. The same
+// file named twice is no clash: its second put is unchanged.
+func idClashes(id string, files []string) map[int][]string {
+	if id != "" {
+		return nil
+	}
+	type named struct {
+		i    int
+		path string
+	}
+	byName := map[string][]named{}
+	for i, f := range files {
+		p, err := filepath.Abs(f)
+		if err != nil {
+			p = filepath.Clean(f)
+		}
+		byName[filepath.Base(f)] = append(byName[filepath.Base(f)], named{i, p})
+	}
+	out := map[int][]string{}
+	for _, same := range byName {
+		for _, f := range same {
+			var others []string
+			for _, g := range same {
+				if g.path != f.path && !slices.Contains(others, files[g.i]) {
+					others = append(others, files[g.i])
+				}
+			}
+			if len(others) > 0 {
+				out[f.i] = others
+			}
+		}
+	}
+	return out
 }
 
 func docsList(ctx context.Context, a *cli, c *events.Client, asJSON bool, req events.DocsListRequest) error {
