@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -264,5 +265,49 @@ func TestSearchKeepsAnHTMLItemThatFits(t *testing.T) {
 	found, err := h.client.Search(quick(t), events.SearchRequest{UserID: "alice", Query: "quokka"})
 	if err != nil || len(found.Results) != 1 || found.Results[0].Answer != html || !found.Truncated {
 		t.Fatalf("search: %d results, truncated %v, %v; want the HTML item first and alone, truncated", len(found.Results), found.Truncated, err)
+	}
+}
+
+// TestDocsSearchTooLargeSaysWhatToDo: chunks of a collection of 8,192
+// tokens (32 KB each) make a docs.search of 50 results larger than the
+// NATS max_payload; its 413 says what to do, as every 413 does, where it
+// gave only the sizes (a walk with this repository's docs, headings
+// removed so that sections do not end the chunks).
+func TestDocsSearchTooLargeSaysWhatToDo(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	var text strings.Builder
+	for _, name := range []string{"../docs/operations.md", "../docs/protocol.md"} {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for l := range strings.Lines(string(b)) {
+			if s := strings.TrimSpace(l); !strings.HasPrefix(s, "#") && !strings.HasPrefix(s, "```") {
+				text.WriteString(l)
+			}
+		}
+	}
+	// Twice the text, put in pieces of about 200 KB (cut at lines): a put
+	// of all of it in one request passed 5 s under -race.
+	all := text.String() + text.String()
+	for i := 0; all != ""; i++ {
+		n := min(len(all), 200_000)
+		if j := strings.IndexByte(all[n:], '\n'); j >= 0 {
+			n += j + 1
+		} else {
+			n = len(all)
+		}
+		if _, err := h.client.PutDocument(quick(t), events.DocsPutRequest{UserID: "alice", Collection: "big", DocID: fmt.Sprintf("part%d.md", i),
+			Content: all[:n], ChunkTokens: 8192}); err != nil {
+			t.Fatal(err)
+		}
+		all = all[n:]
+	}
+	fifty := 50
+	_, err := h.client.SearchDocuments(quick(t), events.DocsSearchRequest{UserID: "alice", Query: "memoryd", MaxResults: &fifty})
+	if svcCode(err) != 413 || !strings.Contains(err.Error(), "max_payload") || !strings.Contains(err.Error(), "lower max_results") {
+		t.Fatalf("docs.search of 50 chunks of 32 KB: %v; want a 413 saying to lower max_results", err)
 	}
 }

@@ -370,14 +370,21 @@ func (z *replySizes) fits(n int) bool {
 	return ok && size <= z.limit
 }
 
-// tooLargeHint says, by endpoint, what to do about a single thing too
-// large for any reply: only text mostly of control characters (which JSON
-// writes as 6 bytes each) or a max_payload lowered below memoryd's text
-// limits can make one.
+// tooLargeHint says, by endpoint, what to do about a reply too large to
+// send: for context.get and facts.get a single thing too large for any
+// reply (only text mostly of control characters, which JSON writes as 6
+// bytes each, or a max_payload lowered below memoryd's text limits can
+// make one); for docs.search results that are not cut to fit, whose
+// chunks are up to a collection's chunk_tokens (8192: 32 KB) each, so
+// that 50 of them pass 1 MiB (its 413 gave the sizes only).
 var tooLargeHint = map[string]string{
-	"context_get": fromExport + ", or " + raisePayload,
-	"facts_get":   fromExport + ", or " + raisePayload,
+	"context_get":        fromExport + ", or " + raisePayload,
+	"facts_get":          fromExport + ", or " + raisePayload,
+	"docs_search":        docsSearchHint,
+	"shared_docs_search": docsSearchHint,
 }
+
+const docsSearchHint = "lower max_results (a chunk holds up to its collection's chunk_tokens), or " + raisePayload
 
 // replyBuffers holds reply encoding buffers, so that a reply does not
 // allocate and grow a new one; buffers over maxPooledReply are dropped
