@@ -253,12 +253,7 @@ Without --collections the user's default collections' documents are searched
 	var names []string // nil: the defaults (the field is null)
 	f.Visit(func(fl *flag.Flag) {
 		if fl.Name == "collections" {
-			names = []string{} // given: these, or none
-			for _, c := range strings.Split(collections, ",") {
-				if c = strings.TrimSpace(c); c != "" {
-					names = append(names, c)
-				}
-			}
+			names = collectionList(collections) // given: these, or none
 		}
 	})
 	req := events.EnrichRequest{
@@ -597,3 +592,16 @@ func shift(args []string) (string, []string) {
 // zone, to the second, and naming the zone, so that a reader on another
 // machine (or a server kept in UTC) knows which clock it is.
 func shownTime(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05 MST") }
+
+// collectionList is a --collections value's names: comma-separated, each
+// trimmed, empty ones dropped ("libs, notes," is libs and notes); never
+// nil.
+func collectionList(s string) []string {
+	names := []string{}
+	for _, c := range strings.Split(s, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			names = append(names, c)
+		}
+	}
+	return names
+}

@@ -184,7 +184,7 @@ writes to the database (--database-url), never over NATS.`)
 			req.Threshold = &v
 		}
 		if collections != "" {
-			req.Collections = strings.Split(collections, ",")
+			req.Collections = collectionList(collections) // as enrich reads it
 		}
 		r, err := c.SearchDocuments(reqCtx, req)
 		if err != nil {
