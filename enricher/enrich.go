@@ -10,6 +10,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -112,7 +113,10 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 				}
 			})
 			defer guard()
+			var late sync.WaitGroup
+			defer late.Wait() // after the answer, before the slot is freed
 			a := p.analyze()
+			a.late = &late
 			read.Store(&a)
 			r, err := s.enrich(ctx, a)
 			st.workCount.Add(1)
@@ -156,6 +160,10 @@ type enrichParams struct {
 	// request runs and read by its reply (which the deadline's guard may
 	// send from another goroutine).
 	embedNanos *atomic.Int64
+	// late, when set, counts the document searches enrich gave up at
+	// their deadline and left running (documentsBy): the handler waits
+	// for them after answering.
+	late *sync.WaitGroup
 	// qvec is the request's query vector, shared by its context and
 	// documents reads (dochybrid.go); set by enrich.
 	qvec     *queryVector
@@ -387,7 +395,7 @@ func (s *Service) enrich(ctx context.Context, p enrichParams) (events.EnrichRepl
 		// already read still go out: before, such a reply was degraded
 		// and empty.
 		dctx, cancel := withReserve(ctx, s.cfg.Timeout/docsReserveShare)
-		chunks, err = s.documents(dctx, p)
+		chunks, err = s.documentsBy(dctx, p)
 		cancel()
 		var bad *events.ServiceError
 		switch {
@@ -458,6 +466,38 @@ func (s *Service) fitBudget(r events.EnrichReply, maxTokens, limit int, build fu
 		s.logger.Debug("enrich budget lowered to fit the payload limit", "max_tokens", maxTokens, "budget", budget, "bytes", size, "max_payload", limit+enrichHeadroom)
 	}
 	return r
+}
+
+// documentsBy is s.documents(ctx, p), given up when ctx ends (ctx.Err)
+// rather than when the search returns: a statement past its context is
+// cancelled on the server only after the enrich pool's cancel delay
+// (store.Config.CancelOnServer: 50 ms), longer than the reserve the
+// reply without documents is left (25 ms of the default timeout), so
+// waiting for it let the deadline's guard answer first, degraded and
+// empty. The search left running is waited for in p.late, after the
+// reply, so that the request's slot still covers its connection.
+func (s *Service) documentsBy(ctx context.Context, p enrichParams) ([]events.DocumentChunk, error) {
+	type result struct {
+		chunks []events.DocumentChunk
+		err    error
+	}
+	done := make(chan result, 1)
+	if p.late != nil {
+		p.late.Add(1)
+	}
+	go func() {
+		if p.late != nil {
+			defer p.late.Done()
+		}
+		c, err := s.documents(ctx, p)
+		done <- result{c, err}
+	}()
+	select {
+	case r := <-done:
+		return r.chunks, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // docsReserveShare: the document search leaves 1/docsReserveShare of the
