@@ -299,11 +299,15 @@ func (s *Store) UserEmbeddings(ctx context.Context, userID, model string) ([]Sto
 // MissingEmbeddings returns up to limit items without a usable current
 // vector for model (as EmbeddingTargets), of userID (of every user when empty), with ids above afterID, in id
 // order: a backfill pages through them by passing the last id back.
+// Items whose current text the server refused for model
+// (SaveEmbeddingRefusals) are left out: the sweep sent them again every
+// hour, refused each time.
 func (s *Store) MissingEmbeddings(ctx context.Context, userID, model string, afterID int64, limit int) ([]ContextRef, error) {
 	rows, err := s.db.Query(ctx, `SELECT c.user_id, c.id FROM context c
 		WHERE ($1 = '' OR c.user_id = $1) AND c.id > $3
 		  AND NOT EXISTS (SELECT FROM context_embeddings e
 			WHERE e.context_id = c.id AND e.model = $2 AND e.content_hash = c.content_hash`+usableVector("e", "$2")+`)
+		  AND NOT `+refusedItem("c", "$2")+`
 		ORDER BY c.id LIMIT $4`, userID, model, afterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("missing embeddings: %w", err)
@@ -323,6 +327,11 @@ func (s *Store) MissingEmbeddings(ctx context.Context, userID, model string, aft
 // have a current vector for a model.
 type EmbeddingCount struct {
 	Items, Embedded int64
+	// Refused is how many of the items without one the embeddings server
+	// refused (SaveEmbeddingRefusals): no job sends them again until
+	// their text or the model changes, or a backfill with
+	// --retry-refused. Always 0 for document chunks.
+	Refused int64
 }
 
 // CountEmbeddings counts userID's items (every user's when empty) and those
@@ -352,13 +361,84 @@ func (s *Store) MarkEmbeddings(ctx context.Context) (EmbeddingMark, error) {
 // CountEmbeddingsAt is CountEmbeddings of the items up to mark.
 func (s *Store) CountEmbeddingsAt(ctx context.Context, userID, model string, mark EmbeddingMark) (EmbeddingCount, error) {
 	var n EmbeddingCount
-	err := s.db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE EXISTS (SELECT FROM context_embeddings e
-			WHERE e.context_id = c.id AND e.model = $2 AND e.content_hash = c.content_hash`+usableVector("e", "$2")+`))
-		FROM context c WHERE ($1 = '' OR c.user_id = $1) AND (NOT $3 OR c.id <= $4)`, userID, model, mark.set, mark.contextID).Scan(&n.Items, &n.Embedded)
+	err := s.db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE v.embedded), count(*) FILTER (WHERE NOT v.embedded AND `+refusedItem("v", "$2")+`)
+		FROM (SELECT c.id, c.content_hash, EXISTS (SELECT FROM context_embeddings e
+				WHERE e.context_id = c.id AND e.model = $2 AND e.content_hash = c.content_hash`+usableVector("e", "$2")+`) AS embedded
+			FROM context c WHERE ($1 = '' OR c.user_id = $1) AND (NOT $3 OR c.id <= $4)) v`,
+		userID, model, mark.set, mark.contextID).Scan(&n.Items, &n.Embedded, &n.Refused)
 	if err != nil {
 		return EmbeddingCount{}, fmt.Errorf("count embeddings: %w", err)
 	}
 	return n, nil
+}
+
+// refusedItem is the condition on an item row c (with id and
+// content_hash) that the embeddings server refused its current text for
+// the model in SQL parameter modelParam (migration 065).
+func refusedItem(c, modelParam string) string {
+	return fmt.Sprintf(`EXISTS (SELECT FROM embedding_refusals r
+			WHERE r.context_id = %[1]s.id AND r.model = %[2]s AND r.content_hash = %[1]s.content_hash)`, c, modelParam)
+}
+
+// EmbeddingRefusal is an item whose text the embeddings server refused as
+// input, and the content hash of that text.
+type EmbeddingRefusal struct {
+	ContextID   int64
+	ContentHash []byte
+}
+
+// SaveEmbeddingRefusals records that the embeddings server refused the
+// items' texts for model, so that MissingEmbeddings (the sweep, a
+// backfill) leaves them out until the item's text changes (another
+// content hash) or the model does. A refusal of an item gone, or of text
+// it no longer holds, is skipped. It returns how many were recorded.
+func (s *Store) SaveEmbeddingRefusals(ctx context.Context, model string, rs []EmbeddingRefusal) (int64, error) {
+	if len(rs) == 0 {
+		return 0, nil
+	}
+	ids, hashes := make([]int64, len(rs)), make([][]byte, len(rs))
+	for i, r := range rs {
+		ids[i], hashes[i] = r.ContextID, r.ContentHash
+	}
+	var saved int64
+	// As SaveEmbeddings: a reset in flight is waited for first, then the
+	// items are locked (KEY SHARE) in id order, so that an item whose
+	// delete is in flight is waited for and left out rather than failing
+	// the foreign key check.
+	err := s.inTx(ctx, func(q *Store) error {
+		if err := q.lockResets(ctx); err != nil {
+			return err
+		}
+		tag, err := q.db.Exec(ctx, `
+		WITH live AS (
+			SELECT c.id, c.content_hash FROM context c JOIN unnest($2::bigint[], $3::bytea[]) AS w(id, h) ON c.id = w.id AND c.content_hash = w.h
+			ORDER BY c.id
+			FOR KEY SHARE OF c
+		)
+		INSERT INTO embedding_refusals AS r (context_id, model, content_hash)
+		SELECT live.id, $1, live.content_hash FROM live ORDER BY live.id
+		ON CONFLICT (context_id, model) DO UPDATE SET content_hash = excluded.content_hash, refused_at = now()`,
+			model, ids, hashes)
+		saved = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("save embedding refusals: %w", err)
+	}
+	return saved, nil
+}
+
+// ForgetEmbeddingRefusals deletes the refusals recorded for model of
+// userID's items (every user's when empty), so that MissingEmbeddings
+// finds those items again (`memoryd embed --backfill --retry-refused`:
+// the server now takes longer texts), and returns how many it deleted.
+func (s *Store) ForgetEmbeddingRefusals(ctx context.Context, userID, model string) (int64, error) {
+	tag, err := s.db.Exec(ctx, `DELETE FROM embedding_refusals r USING context c
+		WHERE r.context_id = c.id AND r.model = $2 AND ($1 = '' OR c.user_id = $1)`, userID, model)
+	if err != nil {
+		return 0, fmt.Errorf("forget embedding refusals: %w", err)
+	}
+	return tag.RowsAffected(), nil
 }
 
 // UserVectors is a user's current vectors of one model, as a process caches

@@ -251,7 +251,7 @@ func (w *Worker) embedChunks(ctx context.Context, args ChunkEmbedArgs) (int, err
 	if len(texts) == 0 {
 		return 0, nil
 	}
-	vs, err := w.embedTexts(ctx, "document chunks", texts, false)
+	vs, err := w.embedTexts(ctx, "document chunks", texts, false, nil)
 	if vs == nil {
 		return 0, err
 	}

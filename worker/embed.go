@@ -744,7 +744,11 @@ func (w *Worker) embed(ctx context.Context, args EmbedArgs, claimed []claimedEmb
 	for i, t := range targets {
 		texts[i] = embedText(t)
 	}
-	vs, err := w.embedTexts(ctx, "context items", texts, isolate)
+	gaveUp := make([]bool, len(texts))
+	vs, err := w.embedTexts(ctx, "context items", texts, isolate, gaveUp)
+	if rerr := w.saveRefusals(ctx, model, targets, gaveUp); rerr != nil {
+		return 0, rerr
+	}
 	if vs == nil {
 		return 0, err
 	}
@@ -761,6 +765,28 @@ func (w *Worker) embed(ctx context.Context, args EmbedArgs, claimed []claimedEmb
 	// Saved what came; err (a *lostTexts, or a failure after some halves
 	// were embedded) has the job retried for the rest.
 	return int(n), err
+}
+
+// saveRefusals records the targets whose texts the server refused alone
+// (gaveUp: with every shorter start embedStart tried), so that the sweep
+// and a backfill leave them out until their text or the model changes.
+// Before, the hourly sweep sent each of them again, for ever.
+func (w *Worker) saveRefusals(ctx context.Context, model string, targets []store.EmbeddingTarget, gaveUp []bool) error {
+	var rs []store.EmbeddingRefusal
+	for i, t := range targets {
+		if gaveUp[i] {
+			rs = append(rs, store.EmbeddingRefusal{ContextID: t.ID, ContentHash: t.ContentHash})
+		}
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	if _, err := w.cfg.Store.SaveEmbeddingRefusals(ctx, model, rs); err != nil {
+		return err
+	}
+	w.logger.Info("recorded context items whose text the embeddings server refused; the embed sweep and backfill skip them until their text or the model changes (memoryd embed --backfill --retry-refused sends them again)",
+		"model", model, "items", len(rs))
+	return nil
 }
 
 func argsOf(claimed []claimedEmbed) []EmbedArgs {
@@ -812,17 +838,31 @@ func cutEmbedInput(text string) string {
 // are any (the caller saves them), else with none. A failure some text may
 // have caused, before any vector came, is followed by a control request
 // (againAfterControl).
-func (w *Worker) embedTexts(ctx context.Context, what string, texts []string, isolate bool) ([][]float32, error) {
+func (w *Worker) embedTexts(ctx context.Context, what string, texts []string, isolate bool, gaveUp []bool) ([][]float32, error) {
 	cut := make([]string, len(texts))
 	for i, t := range texts {
 		cut[i] = cutEmbedInput(t)
 	}
 	vs := make([][]float32, len(cut))
 	lost := &lostTexts{}
-	refused, refusal, err := embedSplitting(ctx, w.cfg.Embedder, cut, vs, true, isolate, lost)
+	refused, refusal, err := embedSplitting(ctx, w.cfg.Embedder, cut, vs, gaveUp, true, isolate, lost)
 	someVectors := slices.ContainsFunc(vs, func(v []float32) bool { return v != nil })
 	if err != nil && (!isolate || forbidden(err)) && !someVectors && embedding.InputMayBeCause(err) && !embedding.RefusedInput(err) {
-		refused, refusal, err = w.againAfterControl(ctx, cut, vs, err)
+		refused, refusal, err = w.againAfterControl(ctx, cut, vs, gaveUp, err)
+	}
+	controlled := false
+	if err != nil && gaveUp != nil && len(texts) > 1 && !someVectors && embedding.RefusedInput(err) {
+		// The batch's shortest and longest texts were refused alone
+		// (embedSplitting's probe), which a refusal of the requests looks
+		// like too. When the server embeds controlText, the texts are
+		// refused, not the requests: each is found, so that its refusal
+		// is recorded. Else a job of refused texts alone (a backfill's
+		// --retry-refused) was cancelled with nothing recorded, and the
+		// sweep sent them all again every hour.
+		controlled = true
+		if w.controlEmbedded(ctx) {
+			refused, refusal, err = embedSplitting(ctx, w.cfg.Embedder, cut, vs, gaveUp, false, isolate, lost)
+		}
 	}
 	if slices.ContainsFunc(vs, func(v []float32) bool { return v != nil }) {
 		// The server answers: the jobs waiting for it need not wait out
@@ -842,10 +882,16 @@ func (w *Worker) embedTexts(ctx context.Context, what string, texts []string, is
 		return vs, err
 	}
 	if refused == len(texts) {
+		if gaveUp != nil && !controlled && !w.controlEmbedded(ctx) {
+			// Every text refused, and so is controlText: the server
+			// refuses the requests (a parameter, --embed-dimensions for
+			// a model without them), not these texts.
+			clear(gaveUp)
+		}
 		return nil, refusal
 	}
 	if refused > 0 {
-		w.logger.Warn("the embeddings server refused some texts alone, or answered them with unusable vectors; they stay lexical-only (the next sweep tries them again)",
+		w.logger.Warn("the embeddings server refused some texts alone, or answered them with unusable vectors; they stay lexical-only (the next sweep tries them again, but for context items refused as input: recorded as refused)",
 			"what", what, "refused", refused, "embedded", len(texts)-refused-lost.n, "error", refusal)
 	}
 	if err := w.checkDims(ctx, vs); err != nil {
@@ -868,6 +914,17 @@ const controlText = "memory"
 // works takes milliseconds to send.
 const controlTimeout = 10 * time.Second
 
+// controlEmbedded reports whether the server embeds controlText now: when
+// it refused every text of a job alone, only then are the refusals the
+// texts' (recorded, so that no sweep sends them again) rather than the
+// requests'.
+func (w *Worker) controlEmbedded(ctx context.Context) bool {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), controlTimeout)
+	defer cancel()
+	vs, err := w.cfg.Embedder.Embed(cctx, []string{controlText})
+	return err == nil && len(vs) == 1 && vs[0] != nil
+}
+
 // againAfterControl follows a batch's failure (failed) that one of its texts
 // may have caused (not a refusal: embedSplitting halves those) with a
 // request of controlText alone. When the server fails that too, the
@@ -876,7 +933,7 @@ const controlTimeout = 10 * time.Second
 // is sent once more, so that a passing failure costs no job its place in
 // batches, and its second failure, like a timeout or a dropped connection
 // (sent again, it would cost a second wait), is the batch's.
-func (w *Worker) againAfterControl(ctx context.Context, texts []string, out [][]float32, failed error) (refused int, refusal, err error) {
+func (w *Worker) againAfterControl(ctx context.Context, texts []string, out [][]float32, gaveUp []bool, failed error) (refused int, refusal, err error) {
 	// Apart from the job's deadline, which a batch that timed out may have
 	// spent (a shutdown cancels no such failure: InputMayBeCause).
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), controlTimeout)
@@ -901,7 +958,7 @@ func (w *Worker) againAfterControl(ctx context.Context, texts []string, out [][]
 	if !answered(failed) {
 		return 0, nil, failed
 	}
-	return embedSplitting(ctx, w.cfg.Embedder, texts, out, true, false, &lostTexts{})
+	return embedSplitting(ctx, w.cfg.Embedder, texts, out, gaveUp, true, false, &lostTexts{})
 }
 
 // forbidden reports whether err is a 403 the client did not take for the
@@ -998,7 +1055,7 @@ func (w *Worker) checkDims(ctx context.Context, vs [][]float32) error {
 // requests' (a 400 for an unknown model or parameter, every text too
 // long, a server failing every request) and is returned at once, rather
 // than halving down to every text (2n-1 requests).
-func embedSplitting(ctx context.Context, emb Embedder, texts []string, out [][]float32, probe, isolate bool, lost *lostTexts) (refused int, refusal, err error) {
+func embedSplitting(ctx context.Context, emb Embedder, texts []string, out [][]float32, gaveUp []bool, probe, isolate bool, lost *lostTexts) (refused int, refusal, err error) {
 	textual := func(err error) bool { return embedding.RefusedInput(err) || (isolate && failedOnInput(err)) }
 	vs, err := emb.Embed(ctx, texts)
 	switch {
@@ -1032,6 +1089,9 @@ func embedSplitting(ctx context.Context, emb Embedder, texts []string, out [][]f
 			out[0] = v
 			return 0, nil, nil
 		}
+		if gaveUp != nil {
+			gaveUp[0] = true
+		}
 		return 1, err, nil
 	}
 	if probe {
@@ -1053,11 +1113,11 @@ func embedSplitting(ctx context.Context, emb Embedder, texts []string, out [][]f
 		}
 	}
 	half := len(texts) / 2
-	r1, f1, err := embedSplitting(ctx, emb, texts[:half], out[:half], false, isolate, lost)
+	r1, f1, err := embedSplitting(ctx, emb, texts[:half], out[:half], sub(gaveUp, 0, half), false, isolate, lost)
 	if err != nil {
 		return 0, nil, err
 	}
-	r2, f2, err := embedSplitting(ctx, emb, texts[half:], out[half:], false, isolate, lost)
+	r2, f2, err := embedSplitting(ctx, emb, texts[half:], out[half:], sub(gaveUp, half, len(texts)), false, isolate, lost)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -1065,6 +1125,14 @@ func embedSplitting(ctx context.Context, emb Embedder, texts []string, out [][]f
 		f1 = f2
 	}
 	return r1 + r2, f1, nil
+}
+
+// sub is b[i:j], nil when b is.
+func sub(b []bool, i, j int) []bool {
+	if b == nil {
+		return nil
+	}
+	return b[i:j]
 }
 
 // minEmbedStartBytes is the shortest start of a refused text embedStart

@@ -490,7 +490,8 @@ func TestEmbedRefusedTextAloneStaysLexical(t *testing.T) {
 }
 
 // A server that refuses every request as bad input (a 400 for an unknown
-// model or parameter) costs one more request, not a halving down to every
+// model or parameter) costs three more requests (the shortest and longest
+// text alone, the control text), not a halving down to every
 // text: a review measured 240 requests for a backfill of 121 items where
 // one job needs 2.
 func TestEmbedRequestsRefusedAltogetherAreNotHalved(t *testing.T) {
@@ -513,8 +514,13 @@ func TestEmbedRequestsRefusedAltogetherAreNotHalved(t *testing.T) {
 		err := e.store.Pool().QueryRow(e.ctx, `SELECT state::text FROM river_job WHERE kind = $1`, worker.EmbedJobKind).Scan(&state)
 		return err == nil && (state == "cancelled" || state == "discarded"), fmt.Sprint(state, err)
 	})
-	if n := srv.Requests(); n != 3 {
-		t.Errorf("%d requests for a job of 10 texts the server refuses altogether, want 3 (the batch, then its shortest and longest text)", n)
+	// The control text alone, refused too, tells a refusal of the
+	// requests from one of every text (which is found and recorded).
+	if n := srv.Requests(); n != 4 {
+		t.Errorf("%d requests for a job of 10 texts the server refuses altogether, want 4 (the batch, its shortest and longest text, the control)", n)
+	}
+	if refs, err := e.store.MissingEmbeddings(e.ctx, "alice", "m1", 0, 100); err != nil || len(refs) != 10 {
+		t.Errorf("%d items missing a vector (%v), want 10: a refusal of the requests is recorded for no item", len(refs), err)
 	}
 }
 

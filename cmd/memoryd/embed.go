@@ -15,9 +15,10 @@ func runEmbed(ctx context.Context, a *cli, args []string) error {
 		o              serveOptions
 		user           string
 		backfill, noWk bool
+		retryRefused   bool
 		dims           int
 	)
-	f := newFlags("embed", `Usage: memoryd embed --backfill [--user U] [--no-work] [--dims N]
+	f := newFlags("embed", `Usage: memoryd embed --backfill [--user U] [--no-work] [--dims N] [--retry-refused]
 
 Embeds the context items and the document chunks that have no vector of
 the configured model (--embed-base-url, --embed-model): those stored before
@@ -46,6 +47,13 @@ embeds one text to check that the server's vectors have N dimensions
 dimensions (for every user: --user limits only what this run enqueues),
 and the backfill embeds every item and chunk anew whose vector has others.
 
+An item whose text the embeddings server refused as input (over the
+model's context, alone and by every shorter start tried) is recorded as
+refused for the model and left out, by this command as by the hourly
+sweep, until its text or the model changes: each sweep sent it again
+before. --retry-refused forgets those refusals first and sends the items
+again (after the server was given a longer context).
+
 Output: progress and logs are log lines on stderr; the summary is printed on
 stdout.`)
 	o.register(f)
@@ -53,6 +61,7 @@ stdout.`)
 	f.ArgString(&user, "user", "", "only this user's items and own collections (default: all users and collections)")
 	f.ArgBool(&noWk, "no-work", false, "only enqueue; let running serve processes embed")
 	f.ArgInt(&dims, "dims", 0, "record N as the model's dimensions and re-embed every vector of others (the model behind the name changed)")
+	f.ArgBool(&retryRefused, "retry-refused", false, "send again the items whose text the server refused before (left out otherwise)")
 	if err := f.Parse(args); err != nil {
 		return err
 	}
@@ -82,8 +91,11 @@ stdout.`)
 	if err != nil {
 		return err
 	}
-	var docs int
-	n, err := svc.EmbedBackfill(ctx, app.EmbedOptions{User: user, Work: !noWk, Documents: &docs, Dims: dims})
+	var (
+		docs    int
+		refused int64
+	)
+	n, err := svc.EmbedBackfill(ctx, app.EmbedOptions{User: user, Work: !noWk, Documents: &docs, Dims: dims, RetryRefused: retryRefused, Refused: &refused})
 	if errors.Is(err, app.ErrEmbeddingOff) {
 		return f.usageErr("--embed-base-url is required: embedding is off without it")
 	}
@@ -95,6 +107,9 @@ stdout.`)
 	// run now: none is sent twice.
 	fmt.Fprintf(a.stdout, "%s without a %s vector to embed (enqueued, or their waiting jobs run now)\n", plural(n, "item", "items"), model)
 	fmt.Fprintf(a.stdout, "%s with chunks without a %s vector to embed (enqueued, or their waiting jobs run now)\n", plural(docs, "document", "documents"), model)
+	if refused > 0 {
+		fmt.Fprintf(a.stdout, "%s the embeddings server refused before left out (--retry-refused sends them again)\n", plural(int(refused), "item", "items"))
+	}
 	if noWk || n+docs == 0 {
 		return nil
 	}

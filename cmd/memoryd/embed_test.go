@@ -153,8 +153,23 @@ func TestEmbedBackfillEndsWhenTheServerRefusesAText(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "1 context items and 0 document chunks have no m1 vector and no embed job is left") {
 		t.Fatalf("embed exited %d\nstdout:\n%s\nstderr:\n%s\nwant exit 1 naming the item left without a vector", code, out, errOut)
 	}
-	if n, err := s.CountEmbeddings(context.Background(), "alice", "m1"); err != nil || n != (store.EmbeddingCount{Items: 3, Embedded: 2}) {
-		t.Errorf("alice: %+v (%v), want 2 of 3 embedded", n, err)
+	if n, err := s.CountEmbeddings(context.Background(), "alice", "m1"); err != nil || n != (store.EmbeddingCount{Items: 3, Embedded: 2, Refused: 1}) {
+		t.Errorf("alice: %+v (%v), want 2 of 3 embedded, the third refused", n, err)
+	}
+	// Recorded as refused: a backfill again leaves it out and sends it
+	// nothing (before, each one sent it again, refused again), until
+	// --retry-refused.
+	sent := srv.Requests()
+	out, errOut, code = runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--user", "alice", "--embed-base-url", srv.URL, "--embed-model", "m1")
+	if code != 0 || !strings.Contains(out, "0 items without a m1 vector to embed") || !strings.Contains(out, "1 item the embeddings server refused before left out (--retry-refused sends them again)") {
+		t.Errorf("backfill again: exit %d\nstdout:\n%s\nstderr:\n%s\nwant the refused item left out", code, out, errOut)
+	}
+	if n := srv.Requests() - sent; n != 1 {
+		t.Errorf("backfill again sent %d requests, want 1 (its test text)", n)
+	}
+	out, errOut, code = runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--user", "alice", "--retry-refused", "--embed-base-url", srv.URL, "--embed-model", "m1")
+	if code != 1 || !strings.Contains(out, "1 item without a m1 vector to embed") || !strings.Contains(errOut, "but for the 1 items whose text it refused as input") {
+		t.Errorf("backfill --retry-refused: exit %d\nstdout:\n%s\nstderr:\n%s\nwant the refused item sent again, and refused again", code, out, errOut)
 	}
 }
 

@@ -126,6 +126,14 @@ type EmbedOptions struct {
 	// (store.SetEmbeddingDims): the model behind its name changed, and
 	// every vector of other dimensions is to be embedded anew.
 	Dims int
+	// RetryRefused forgets the refusals recorded for the model first
+	// (store.ForgetEmbeddingRefusals), so that the items whose text the
+	// server refused are sent again (it now takes longer texts).
+	// Without it they are left out, as the sweep leaves them.
+	RetryRefused bool
+	// Refused, when set, is set to how many items in scope the server
+	// refused and this backfill leaves out (store.EmbeddingCount.Refused).
+	Refused *int64
 }
 
 // probeEmbedder embeds one text before a backfill enqueues anything, and
@@ -214,6 +222,17 @@ func (a *App) EmbedBackfill(ctx context.Context, o EmbedOptions) (int, error) {
 	if _, err := enq.RetryWaitingEmbeds(ctx, emb.Model()); err != nil {
 		return 0, err
 	}
+	if o.RetryRefused {
+		if _, err := s.ForgetEmbeddingRefusals(ctx, o.User, emb.Model()); err != nil {
+			return 0, err
+		}
+	} else if o.Refused != nil {
+		c, err := s.CountEmbeddings(ctx, o.User, emb.Model())
+		if err != nil {
+			return 0, err
+		}
+		*o.Refused = c.Refused
+	}
 	n, err := enq.EnqueueMissingEmbeddings(ctx, o.User, emb.Model(), a.cfg.Worker.EmbedJobSize, a.cfg.Worker.EmbedMaxAttempts)
 	if err != nil {
 		return n, err
@@ -285,7 +304,7 @@ func (a *App) WaitEmbedded(ctx context.Context, user string, mark store.Embeddin
 			stuck = nil
 			return false, nil
 		}
-		now := &NotEmbeddedError{Model: a.cfg.Embed.Model, Items: n.Items - n.Embedded, Chunks: max(c.Items-c.Embedded, 0)}
+		now := &NotEmbeddedError{Model: a.cfg.Embed.Model, Items: n.Items - n.Embedded, Refused: n.Refused, Chunks: max(c.Items-c.Embedded, 0)}
 		if stuck != nil && *stuck == *now {
 			return false, now
 		}
@@ -299,11 +318,24 @@ func (a *App) WaitEmbedded(ctx context.Context, user string, mark store.Embeddin
 type NotEmbeddedError struct {
 	Model         string
 	Items, Chunks int64
+	// Refused is how many of Items the server refused as input, recorded
+	// (store.SaveEmbeddingRefusals): no sweep or backfill sends them
+	// again until their text or the model changes.
+	Refused int64
 }
 
 func (e *NotEmbeddedError) Error() string {
 	return fmt.Sprintf("%d context items and %d document chunks have no %s vector and no embed job is left for them: "+
 		"the embeddings server refused them (a text it does not take: see the log of the process that ran the jobs) or their jobs ran out of attempts; "+
-		"they are searched by their words meanwhile, and the hourly sweep (or memoryd embed --backfill) tries them again",
-		max(e.Items, 0), e.Chunks, e.Model)
+		"they are searched by their words meanwhile, and the hourly sweep (or memoryd embed --backfill) tries them again%s",
+		max(e.Items, 0), e.Chunks, e.Model, e.refusedNote())
+}
+
+// refusedNote is what Error says of the items recorded as refused.
+func (e *NotEmbeddedError) refusedNote() string {
+	if e.Refused <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", but for the %d items whose text it refused as input: recorded as refused, they are left out until their text or the model changes "+
+		"(memoryd embed --backfill --retry-refused sends them again, once the server takes longer texts)", e.Refused)
 }
