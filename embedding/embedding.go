@@ -49,9 +49,17 @@ type Config struct {
 	// "http://127.0.0.1:11434/v1" (Ollama) or "https://api.openai.com/v1".
 	// Required.
 	BaseURL string
-	// Model is the embedding model's name, stored with every vector.
-	// Default DefaultModel ("nomic-embed-text", Ollama's).
+	// Model is the embedding model's name, sent with every request and
+	// stored with every vector (StoredModel). Default DefaultModel
+	// ("nomic-embed-text", Ollama's).
 	Model string
+	// Dimensions, when positive, is sent as the request's "dimensions":
+	// the vectors' size asked of a model that can shorten them (OpenAI's
+	// text-embedding-3-*). Vectors of another size are another model's
+	// as far as memoryd is concerned: they are stored under another name
+	// (StoredModel), so that a change of it re-embeds every item as a
+	// change of model does. Default 0: not sent, the model's own size.
+	Dimensions int
 	// APIKey is sent as a bearer token when set. Default none.
 	APIKey string
 	// APIKeyFile names a file holding the API key (less a trailing line
@@ -129,8 +137,26 @@ func (c Config) Validate() error {
 		return fmt.Errorf("embedding: Config.RequestsPerSecond must not be negative, not %g", c.RequestsPerSecond)
 	case c.APIKey != "" && c.APIKeyFile != "":
 		return errors.New("embedding: Config.APIKeyFile is set with Config.APIKey; give one")
+	case c.Dimensions < 0:
+		return fmt.Errorf("embedding: Config.Dimensions must not be negative, not %d", c.Dimensions)
 	}
 	return nil
+}
+
+// StoredModel is the name vectors of this configuration are stored,
+// queued and searched under: Model, and with Dimensions positive
+// "?dimensions=" and it ("text-embedding-3-small?dimensions=256"). The
+// same model asked for vectors of another size gives vectors that cannot
+// be compared with the others: under one name, the embed jobs refused
+// them as a model changed behind it (embedding_models), and no item got
+// one until `memoryd embed --backfill --dims`. Under a name of their own
+// they are a change of model: the sweep re-embeds every item in the
+// background while the old vectors serve.
+func (c Config) StoredModel() string {
+	if c.Dimensions > 0 {
+		return c.Model + "?dimensions=" + strconv.Itoa(c.Dimensions)
+	}
+	return c.Model
 }
 
 // Client embeds texts. It is safe for concurrent use.
@@ -166,8 +192,10 @@ func New(cfg Config) (*Client, error) {
 // APIKeyFile's value), "" for none.
 func (c *Client) apiKey() string { return c.keyFile.ValueOr(c.cfg.APIKey) }
 
-// Model is the configured model's name.
-func (c *Client) Model() string { return c.cfg.Model }
+// Model is the name the client's vectors are stored under
+// (Config.StoredModel): the configured model's, and its dimensions when
+// they are asked for.
+func (c *Client) Model() string { return c.cfg.StoredModel() }
 
 // Timeout is Config.Timeout: the longest one request may take.
 func (c *Client) Timeout() time.Duration { return c.cfg.Timeout }
@@ -293,7 +321,7 @@ func (c *Client) request(ctx context.Context, batch []string) (vs [][]float32, b
 	}
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	body, err := json.Marshal(embeddingRequest{Input: batch, Model: c.cfg.Model})
+	body, err := json.Marshal(embeddingRequest{Input: batch, Model: c.cfg.Model, Dimensions: c.cfg.Dimensions})
 	if err != nil {
 		return nil, nil, newError(KindPermanent, "request rejected before sending: %s", short(err.Error()))
 	}
@@ -440,6 +468,9 @@ var keyLike = regexp.MustCompile(`(?i)\b(sk-[A-Za-z0-9_*.\-]+|bearer\s+\S+)`)
 type embeddingRequest struct {
 	Input []string `json:"input"`
 	Model string   `json:"model"`
+	// Dimensions is OpenAI's (text-embedding-3-*): left out when 0, as
+	// most servers (Ollama, TEI, llama.cpp) know no such field.
+	Dimensions int `json:"dimensions,omitempty"`
 }
 
 // embeddingReply is what is read of its reply.

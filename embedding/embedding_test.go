@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -389,5 +391,44 @@ func TestEmbedLlamaCppTooLargeIsRefusedInput(t *testing.T) {
 		if want := map[bool]embedding.Kind{true: embedding.KindPermanent, false: embedding.KindTransient}[tc.refused]; embedding.KindOf(err) != want {
 			t.Errorf("%s: kind %v, want %v", tc.body, embedding.KindOf(err), want)
 		}
+	}
+}
+
+// TestEmbedDimensionsSent: Config.Dimensions is sent as the request's
+// "dimensions" (OpenAI's text-embedding-3-*), and left out when 0, as
+// servers that know no such field (Ollama, TEI, llama.cpp) are sent; a
+// client asking for them stores its vectors under a name of their own.
+func TestEmbedDimensionsSent(t *testing.T) {
+	var bodies []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		bodies = append(bodies, string(b))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"data":[{"index":0,"embedding":[0.5,0.5]}]}`)
+	}))
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		dims       int
+		body, name string
+	}{
+		{0, `{"input":["a"],"model":"text-embedding-3-small"}`, "text-embedding-3-small"},
+		{256, `{"input":["a"],"model":"text-embedding-3-small","dimensions":256}`, "text-embedding-3-small?dimensions=256"},
+	} {
+		c, err := embedding.New(embedding.Config{BaseURL: srv.URL + "/v1", Model: "text-embedding-3-small", Dimensions: tc.dims})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Embed(context.Background(), []string{"a"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := bodies[len(bodies)-1]; got != tc.body {
+			t.Errorf("dimensions %d: body %s, want %s", tc.dims, got, tc.body)
+		}
+		if c.Model() != tc.name {
+			t.Errorf("dimensions %d: Model() %q, want %q", tc.dims, c.Model(), tc.name)
+		}
+	}
+	if _, err := embedding.New(embedding.Config{BaseURL: srv.URL, Dimensions: -1}); err == nil || !strings.Contains(err.Error(), "Config.Dimensions must not be negative") {
+		t.Errorf("Dimensions -1: %v, want refused naming the field", err)
 	}
 }

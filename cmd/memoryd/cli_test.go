@@ -241,6 +241,7 @@ func TestErrorsNameFlags(t *testing.T) {
 		{llmErr.Error(), "--llm-timeout must not be negative"},
 		{"extractor: LLMConfig.MaxTokens must be positive", "--llm-max-tokens must be positive"},
 		{"embedding: Config.Timeout must be positive, not -1s", "--embed-timeout must be positive, not -1s"},
+		{"embedding: Config.Dimensions must not be negative, not -1", "--embed-dimensions must not be negative, not -1"},
 	}
 	for _, tt := range tests {
 		if got := flagNames(tt.in); got != tt.want {

@@ -102,7 +102,7 @@ stdout.`)
 	if err != nil {
 		return err
 	}
-	model := svc.Config().Embed.Model
+	model := svc.Config().Embed.StoredModel()
 	// Enqueued, or their jobs already waiting (a retry's backoff) made to
 	// run now: none is sent twice.
 	fmt.Fprintf(a.stdout, "%s without a %s vector to embed (enqueued, or their waiting jobs run now)\n", plural(n, "item", "items"), model)

@@ -49,6 +49,7 @@ var fieldFlags = map[string]map[string]string{
 	"embedding": {
 		"BaseURL":    "--embed-base-url",
 		"Model":      "--embed-model",
+		"Dimensions": "--embed-dimensions",
 		"Timeout":    "--embed-timeout",
 		"APIKey":     "--embed-api-key",
 		"APIKeyFile": "--embed-api-key-file",

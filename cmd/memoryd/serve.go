@@ -81,6 +81,7 @@ func (o *serveOptions) register(f *flags) {
 	f.Duration(&w.MaxModelOutage, "llm-max-outage", def.Worker.MaxModelOutage, "how long an extraction job waits for a model server that does not answer (no connection, or 502, 503: restarting, loading a model; or 500s, 504s or timeouts of three different requests in a row; or one refusing the API key or the model: 401, 404, 403s of three different requests in a row) without spending attempts; then attempts are spent (negative: no waiting)")
 	f.String(&o.app.Embed.BaseURL, "embed-base-url", "", "OpenAI-compatible embeddings API base URL (/v1/embeddings), e.g. http://127.0.0.1:11434/v1; empty: no embeddings (lexical search only)")
 	f.String(&o.app.Embed.Model, "embed-model", def.Embed.Model, "embedding model name, stored with every vector; a change re-embeds every item in the background")
+	f.Int(&o.app.Embed.Dimensions, "embed-dimensions", def.Embed.Dimensions, "vector size asked of the embeddings model, sent as \"dimensions\" (OpenAI's text-embedding-3-*; 0: not sent, the model's own); stored as part of the model's name, so a change re-embeds every item in the background as a model change does")
 	f.Secret(&o.app.Embed.APIKey, "embed-api-key", "API key for the embeddings server")
 	f.String(&o.app.Embed.APIKeyFile, "embed-api-key-file", "", "file holding the embeddings server's API key (instead of --embed-api-key), read again when it changes")
 	f.Duration(&o.app.Embed.Timeout, "embed-timeout", def.Embed.Timeout, "timeout of one request of an embed job (a batch of texts); past it the job is retried. A query's own embedding has --embed-query-timeout")
@@ -207,7 +208,7 @@ func (o *serveOptions) warnUnusedModelFlags(f *flags, logger *slog.Logger) {
 		flags     []string
 	}{
 		{"--llm-base-url", "the offline rules extract", o.app.LLM.BaseURL != "", []string{"llm-model", "llm-api-key", "llm-api-key-file"}},
-		{"--embed-base-url", "retrieval is by keywords only", o.app.Embed.BaseURL != "", []string{"embed-model", "embed-api-key", "embed-api-key-file"}},
+		{"--embed-base-url", "retrieval is by keywords only", o.app.Embed.BaseURL != "", []string{"embed-model", "embed-dimensions", "embed-api-key", "embed-api-key-file"}},
 	} {
 		if g.set {
 			continue

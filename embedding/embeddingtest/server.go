@@ -52,6 +52,7 @@ type Server struct {
 	batches        []int
 	inputs         []string
 	models         []string
+	dimensions     []int // every answered request's "dimensions", 0 when it sent none
 	aliases        map[string]string
 	garbage        bool
 	refuseOver     int    // when > 0, a request with a longer input is refused (400)
@@ -392,6 +393,15 @@ func (s *Server) Inputs() []string {
 	return append([]string(nil), s.inputs...)
 }
 
+// Dimensions is the "dimensions" of every request answered with vectors
+// (0 where it sent none); a request that sends one is answered with
+// vectors of that size, as OpenAI's text-embedding-3-* models are.
+func (s *Server) Dimensions() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int(nil), s.dimensions...)
+}
+
 // Models is the model named by every request answered with vectors.
 func (s *Server) Models() []string {
 	s.mu.Lock()
@@ -407,8 +417,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	// The body is read first, so that the server notices a client that
 	// gives up while it is slow.
 	var req struct {
-		Input []string `json:"input"`
-		Model string   `json:"model"`
+		Input      []string `json:"input"`
+		Model      string   `json:"model"`
+		Dimensions int      `json:"dimensions"`
 	}
 	decodeErr := json.NewDecoder(r.Body).Decode(&req)
 	s.mu.Lock()
@@ -527,6 +538,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mu.Unlock()
+	if req.Dimensions > 0 {
+		dims = req.Dimensions // shortened on request, as OpenAI's text-embedding-3-*
+	}
 	// Written by hand: encoding/json cannot write a null entry.
 	type embedding struct {
 		Object    string          `json:"object"`
@@ -569,6 +583,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.batches = append(s.batches, len(req.Input))
 	s.inputs = append(s.inputs, req.Input...)
 	s.models = append(s.models, req.Model)
+	s.dimensions = append(s.dimensions, req.Dimensions)
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(resp)

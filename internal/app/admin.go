@@ -514,7 +514,7 @@ func (a *App) Prune(ctx context.Context) (worker.PruneReport, error) {
 		ProcessTimeout: a.cfg.Worker.ProcessTimeout,
 	}
 	if a.cfg.Embed.BaseURL != "" {
-		limits.EmbedModel = a.cfg.Embed.Model
+		limits.EmbedModel = a.cfg.Embed.StoredModel()
 	}
 	return worker.Prune(ctx, s, limits)
 }

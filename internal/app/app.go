@@ -355,7 +355,7 @@ func (a *App) Start(ctx context.Context) (err error) {
 		// process, so that the workers' prune over the size limit keeps
 		// them during a change of model (store.DeleteOtherModelVectors).
 		if a.cfg.Embed.BaseURL != "" {
-			p, err := worker.NewPresence(worker.PresenceConfig{Store: s, EmbedModel: a.cfg.Embed.Model,
+			p, err := worker.NewPresence(worker.PresenceConfig{Store: s, EmbedModel: a.cfg.Embed.StoredModel(),
 				HeartbeatInterval: a.cfg.Worker.HeartbeatInterval, Logger: a.logger})
 			if err != nil {
 				return err
@@ -755,7 +755,7 @@ func (a *App) logEmbeddings(ctx context.Context) {
 		a.logger.InfoContext(ctx, "embeddings: off (retrieval by keywords only); set --embed-base-url to search by meaning too")
 		return
 	}
-	a.logger.InfoContext(ctx, "embeddings: on", "model", a.cfg.Embed.Model, "base_url", RedactURL(a.cfg.Embed.BaseURL))
+	a.logger.InfoContext(ctx, "embeddings: on", "model", a.cfg.Embed.StoredModel(), "base_url", RedactURL(a.cfg.Embed.BaseURL))
 }
 
 // Stop shuts down in dependency order: stop pulling turns and let running

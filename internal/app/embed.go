@@ -281,15 +281,15 @@ func (a *App) WaitEmbedded(ctx context.Context, user string, mark store.Embeddin
 	return poll(ctx, 200*time.Millisecond, func() (bool, error) {
 		// Read before the counts: a job that ends between the two reads
 		// has saved its vectors by then.
-		live, err := s.LiveEmbedJobs(ctx, []string{worker.EmbedJobKind, worker.ChunkEmbedJobKind}, []string{worker.EmbedSweepJobKind}, a.cfg.Embed.Model)
+		live, err := s.LiveEmbedJobs(ctx, []string{worker.EmbedJobKind, worker.ChunkEmbedJobKind}, []string{worker.EmbedSweepJobKind}, a.cfg.Embed.StoredModel())
 		if err != nil {
 			return false, err
 		}
-		n, err := s.CountEmbeddingsAt(ctx, user, a.cfg.Embed.Model, mark)
+		n, err := s.CountEmbeddingsAt(ctx, user, a.cfg.Embed.StoredModel(), mark)
 		if err != nil {
 			return false, err
 		}
-		c, err := s.CountChunkEmbeddingsAt(ctx, user, a.cfg.Embed.Model, mark)
+		c, err := s.CountChunkEmbeddingsAt(ctx, user, a.cfg.Embed.StoredModel(), mark)
 		if err != nil {
 			return false, err
 		}
@@ -304,7 +304,7 @@ func (a *App) WaitEmbedded(ctx context.Context, user string, mark store.Embeddin
 			stuck = nil
 			return false, nil
 		}
-		now := &NotEmbeddedError{Model: a.cfg.Embed.Model, Items: n.Items - n.Embedded, Refused: n.Refused, Chunks: max(c.Items-c.Embedded, 0)}
+		now := &NotEmbeddedError{Model: a.cfg.Embed.StoredModel(), Items: n.Items - n.Embedded, Refused: n.Refused, Chunks: max(c.Items-c.Embedded, 0)}
 		if stuck != nil && *stuck == *now {
 			return false, now
 		}

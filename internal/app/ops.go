@@ -283,7 +283,7 @@ func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
 		// models' queues, show only while they hold jobs.
 		queues := []string{worker.QueueExtract, worker.QueueMaintenance}
 		if c.app.cfg.Embed.BaseURL != "" {
-			queues = append(queues, worker.QueueEmbedFor(c.app.cfg.Embed.Model))
+			queues = append(queues, worker.QueueEmbedFor(c.app.cfg.Embed.StoredModel()))
 		}
 		if depth, err := s.QueueDepth(ctx, queues...); err == nil {
 			for k, n := range depth {
