@@ -91,6 +91,16 @@ type Config struct {
 	// outage so far, so a blip holds little back. Default 5s (the
 	// extractor's LLMConfig.MaxProbeGap); negative sends every request.
 	MaxProbeGap time.Duration
+	// InputSizes is where the client notes how long a text the server
+	// takes, shared by the clients of one server and model (memoryd's
+	// embed jobs' and its queries'). Default one of its own.
+	InputSizes *InputSizes
+	// CutInputs cuts every text to InputSizes.Limit before sending it:
+	// the start of a text longer than the server was seen to take is
+	// embedded in one request, rather than refused (enrich's queries,
+	// whose budget has no room for a second). Default off: the worker's
+	// embed jobs find a refused text's start themselves.
+	CutInputs bool
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -115,6 +125,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxProbeGap == 0 {
 		c.MaxProbeGap = DefaultMaxProbeGap
+	}
+	if c.InputSizes == nil {
+		c.InputSizes = NewInputSizes()
 	}
 	return c
 }
@@ -257,6 +270,13 @@ func (c *Client) Dims() int { return int(c.dims.Load()) }
 // every vector of a request of several texts is unusable, the server is at
 // fault and the call ends with KindTransient.
 func (c *Client) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	if limit := c.cfg.InputSizes.Limit(); c.cfg.CutInputs && limit > 0 {
+		cut := make([]string, len(texts))
+		for i, t := range texts {
+			cut[i] = cutTo(t, limit)
+		}
+		texts = cut
+	}
 	out := make([][]float32, 0, len(texts))
 	var unusable []int
 	dims := 0
@@ -355,7 +375,12 @@ func (c *Client) request(ctx context.Context, batch []string) (vs [][]float32, b
 	status = resp.StatusCode
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBodyBytes))
-		return nil, nil, c.statusError(resp.StatusCode, resp.Header.Get("Retry-After"), msg, batch, sent)
+		e := c.statusError(resp.StatusCode, resp.Header.Get("Retry-After"), msg, batch, sent)
+		if len(batch) == 1 && RefusedInput(e) {
+			// Alone, so refused for this text: maybe its length.
+			c.cfg.InputSizes.noteRefused(len(batch[0]))
+		}
+		return nil, nil, e
 	}
 	var reply embeddingReply
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxResponseBytes)).Decode(&reply); err != nil {
@@ -394,6 +419,13 @@ func (c *Client) request(ctx context.Context, batch []string) (vs [][]float32, b
 	if dims > 0 {
 		c.dims.Store(int64(dims))
 	}
+	longest := 0
+	for i, t := range batch {
+		if vs[i] != nil {
+			longest = max(longest, len(t))
+		}
+	}
+	c.cfg.InputSizes.noteAccepted(longest)
 	slices.Sort(bad)
 	return vs, bad, nil
 }

@@ -432,3 +432,31 @@ func TestEmbedDimensionsSent(t *testing.T) {
 		t.Errorf("Dimensions -1: %v, want refused naming the field", err)
 	}
 }
+
+// TestQueryCutAfterARefusal: a client that cuts its inputs (enrich's
+// queries) learns from its own refusals too: after a long query refused
+// for its length, the next is cut to half of it and embedded (a process
+// whose embed jobs taught it nothing: an enrich-only serve).
+func TestQueryCutAfterARefusal(t *testing.T) {
+	srv := embeddingtest.New(t)
+	srv.RefuseOver(3000)
+	c := newClient(t, srv, embedding.Config{Model: "m", CutInputs: true})
+	long := strings.Repeat("a long pasted paragraph ", 250) // 6,000 bytes
+	if _, err := c.Embed(context.Background(), []string{long}); !embedding.RefusedInput(err) {
+		t.Fatalf("the first long query: %v, want refused", err)
+	}
+	if _, err := c.Embed(context.Background(), []string{long + " again"}); err != nil {
+		t.Errorf("the second long query: %v, want its start embedded", err)
+	}
+	// A short text refused (for what it holds) teaches nothing.
+	srv.RefuseContaining("POISON")
+	if _, err := c.Embed(context.Background(), []string{"POISON"}); !embedding.RefusedInput(err) {
+		t.Fatalf("POISON: %v, want refused", err)
+	}
+	if _, err := c.Embed(context.Background(), []string{long}); err != nil {
+		t.Errorf("a long query after a short text refused: %v", err)
+	}
+	if in := srv.Inputs(); len(in[len(in)-1]) > 3000 {
+		t.Errorf("the last query was sent as %d bytes, want at most 3000", len(in[len(in)-1]))
+	}
+}

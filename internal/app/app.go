@@ -61,7 +61,11 @@ type App struct {
 	ncClosed      chan struct{} // closed when an owned nc has closed
 	ext           worker.Extractor
 	emb           *embedding.Client // nil until used, and when embedding is off
-	worker        *worker.Worker
+	// embedSizes is what the embed jobs' client and the queries' learn of
+	// the text lengths the server takes (embedding.InputSizes): a query is
+	// cut to what the jobs' texts taught.
+	embedSizes *embedding.InputSizes
+	worker     *worker.Worker
 	// enqueuer inserts the document jobs of a process that runs no worker
 	// (Role enrich), while started.
 	enqueuer *worker.Enqueuer
@@ -105,7 +109,7 @@ func New(cfg Config) (*App, error) {
 		return nil, err
 	}
 	a := &App{cfg: cfg, logger: cfg.Logger, autoJobSize: asked == 0, jobSize: asked,
-		waitOutage: defaultWaitOutage, waitCheckTimeout: defaultWaitCheckTimeout}
+		waitOutage: defaultWaitOutage, waitCheckTimeout: defaultWaitCheckTimeout, embedSizes: embedding.NewInputSizes()}
 	if cfg.BackPressure.Latency > 0 {
 		a.pressure = newPressure(cfg.BackPressure.Latency, cfg.BackPressure.GiveWay)
 		if cfg.BackPressure.GiveWay > 0 {

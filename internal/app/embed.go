@@ -29,6 +29,7 @@ func (a *App) embedder() (*embedding.Client, error) {
 	if a.emb == nil {
 		cfg := a.cfg.Embed
 		cfg.Logger = embedLogger(cfg.Logger, "jobs")
+		cfg.InputSizes = a.embedSizes
 		c, err := embedding.New(cfg)
 		if err != nil {
 			return nil, err
@@ -41,7 +42,8 @@ func (a *App) embedder() (*embedding.Client, error) {
 // queryEmbedder builds the client enrich and search embed queries with,
 // when embedding is on (nil otherwise). It is a client of its own, not the
 // worker's: its requests must not queue behind the embed jobs' batches
-// (MaxConcurrency) nor wait for their rate limit. One request per enrich or
+// (MaxConcurrency) nor wait for their rate limit. It shares what the
+// worker's learns of the text lengths the server takes (embedSizes). One request per enrich or
 // search in flight at most, each bounded by Enricher.EmbedTimeout.
 func (a *App) queryEmbedder() (*embedding.Client, error) {
 	if a.cfg.Embed.BaseURL == "" {
@@ -53,6 +55,11 @@ func (a *App) queryEmbedder() (*embedding.Client, error) {
 	c.RequestsPerSecond = 0
 	c.BatchSize = 1
 	c.Logger = embedLogger(c.Logger, "queries")
+	// A query longer than the server was seen to take (by the embed
+	// jobs' texts, or an earlier query) is cut to that before it is
+	// sent: refused, it had no time for its start, and every long
+	// message was answered lexically by a 512-token server.
+	c.InputSizes, c.CutInputs = a.embedSizes, true
 	return embedding.New(c)
 }
 

@@ -238,3 +238,51 @@ func TestEmbeddingsClientsLogWhichTheyAre(t *testing.T) {
 		t.Errorf("the answering lines' clients %q, want %q", clients, want)
 	}
 }
+
+// TestQueryCutToWhatTheEmbedJobsLearned: against a server that refuses
+// texts over N bytes (a 512-token model), the query client cuts a long
+// message to the length the embed jobs' client saw it take (a long item
+// refused, its 2 KiB start embedded) and embeds it in one request, within
+// enrich's budget. Before, the query was sent whole, refused, and every
+// long message was answered lexically.
+func TestQueryCutToWhatTheEmbedJobsLearned(t *testing.T) {
+	t.Parallel()
+	srv := embeddingtest.New(t)
+	srv.RefuseOver(3000)
+	cfg := Defaults()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.Embed.BaseURL, cfg.Embed.Model = srv.URL, "m1"
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	jobs, err := a.embedder()
+	a.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	queries, err := a.queryEmbedder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	long := strings.Repeat("a long pasted paragraph ", 250) // 6,000 bytes
+	// What the worker's embed job does with a long item (embedStart).
+	if _, err := jobs.Embed(ctx, []string{long[:4096]}); !embedding.RefusedInput(err) {
+		t.Fatalf("the item's 4 KiB: %v, want refused", err)
+	}
+	if _, err := jobs.Embed(ctx, []string{long[:2048]}); err != nil {
+		t.Fatalf("the item's 2 KiB start: %v", err)
+	}
+	before := srv.Requests()
+	if _, err := queries.Embed(ctx, []string{long}); err != nil {
+		t.Errorf("a long query: %v, want its start embedded", err)
+	}
+	if n := srv.Requests() - before; n != 1 {
+		t.Errorf("%d requests for the query, want 1", n)
+	}
+	if in := srv.Inputs(); len(in[len(in)-1]) != 2048 {
+		t.Errorf("the query was sent as %d bytes, want the 2048 the server took", len(in[len(in)-1]))
+	}
+}
