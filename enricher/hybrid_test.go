@@ -771,3 +771,38 @@ func TestHybridBreakerIgnoresARefusedQuery(t *testing.T) {
 		})
 	}
 }
+
+// TestStatsCountItemsWithoutAVector: memory.stats of a process that
+// embeds counts the user's items without a vector of its model (found by
+// their words only), and those the server refused as input, which no
+// sweep sends again. Before, an operator saw them nowhere; a process
+// that embeds nothing leaves the field out.
+func TestStatsCountItemsWithoutAVector(t *testing.T) {
+	_, emb := fakeEmbeddings(t)
+	st := storetest.New(t)
+	seedDogs(t, st, "alice")
+	embedAll(t, st, emb, "alice")
+	ids := insertContext(t, st,
+		store.ContextWrite{UserID: "alice", Question: "a pasted log", Answer: "far too long", CreatedAt: t0},
+		store.ContextWrite{UserID: "alice", Question: "written while the server was down", Answer: "waits for the sweep", CreatedAt: t0})
+	targets, err := st.EmbeddingTargets(ctxT(t), "alice", ids[:1], emb.Model())
+	if err != nil || len(targets) != 1 {
+		t.Fatal(targets, err)
+	}
+	if _, err := st.SaveEmbeddingRefusals(ctxT(t), emb.Model(), []store.EmbeddingRefusal{{ContextID: targets[0].ID, ContentHash: targets[0].ContentHash}}); err != nil {
+		t.Fatal(err)
+	}
+	h := startHybrid(t, st, emb, nil)
+	s, err := h.client.Stats(ctxT(t), "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := events.EmbeddingStats{Model: "fake", ItemsWithoutVector: 2, Refused: 1}
+	if s.Embeddings == nil || *s.Embeddings != want {
+		t.Errorf("stats' embeddings %+v, want %+v", s.Embeddings, want)
+	}
+	lexical := start(t, st, nil)
+	if s, err := lexical.client.Stats(ctxT(t), "alice"); err != nil || s.Embeddings != nil {
+		t.Errorf("stats of a process that embeds nothing: %+v (%v), want no embeddings", s.Embeddings, err)
+	}
+}

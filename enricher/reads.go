@@ -24,6 +24,9 @@ type MemoryReader interface {
 	FactsAfter(ctx context.Context, userID string, afterSourceAt time.Time, afterKey string, limit int) ([]store.Fact, error)
 	KeyHistory(ctx context.Context, q store.KeyHistoryQuery) ([]store.FactChange, int64, error)
 	Stats(ctx context.Context, userID string) (store.UserStats, error)
+	// CountUserEmbeddings counts the user's items without a vector of the
+	// model, for stats.
+	CountUserEmbeddings(ctx context.Context, userID, model string) (store.EmbeddingCount, error)
 }
 
 // maxListFacts is the most facts a facts.list page holds; fewer when they
@@ -227,6 +230,16 @@ func (r memoryReads) userStats(token string, data []byte) (call, error) {
 		}
 		reply := wireStats(st)
 		reply.LLMDailyTokenCap = r.dailyCap
+		if r.hybrid != nil {
+			// The items hybrid search finds by their words only: an
+			// operator saw them nowhere (a server refusing long texts, or
+			// jobs given up while it was down).
+			n, err := r.store.CountUserEmbeddings(ctx, req.UserID, r.hybrid.model)
+			if err != nil {
+				return nil, err
+			}
+			reply.Embeddings = &events.EmbeddingStats{Model: r.hybrid.model, ItemsWithoutVector: max(n.Items-n.Embedded, 0), Refused: n.Refused}
+		}
 		return reply, nil
 	}, nil
 }

@@ -344,6 +344,28 @@ type StatsReply struct {
 	// it, the user's new turns are extracted offline, and by the model again
 	// after the UTC day ends.
 	LLMDailyTokenCap int64 `json:"llm_daily_token_cap"`
+	// Embeddings counts the user's context items without a vector of the
+	// replying process's embedding model (found by their words only);
+	// absent when that process embeds nothing (no --embed-base-url).
+	Embeddings *EmbeddingStats `json:"embeddings,omitempty"`
+}
+
+// EmbeddingStats is StatsReply's count of a user's context items without
+// a vector.
+type EmbeddingStats struct {
+	// Model is the embedding model (and its dimensions, when asked for:
+	// "text-embedding-3-small?dimensions=256").
+	Model string `json:"model"`
+	// ItemsWithoutVector counts the context items with no vector of Model
+	// for their current text: not embedded yet (a backlog, the server
+	// down), their jobs given up (the hourly sweep enqueues them again),
+	// or refused.
+	ItemsWithoutVector int64 `json:"items_without_vector"`
+	// Refused counts those of them whose text the embeddings server
+	// refused as input (longer than its model takes): no sweep sends them
+	// again until their text or the model changes (`memoryd embed
+	// --backfill --retry-refused` does).
+	Refused int64 `json:"refused"`
 }
 
 // TokenUsage counts model tokens spent on a user's turns.

@@ -340,6 +340,38 @@ func (s *Store) CountEmbeddings(ctx context.Context, userID, model string) (Embe
 	return s.CountEmbeddingsAt(ctx, userID, model, EmbeddingMark{})
 }
 
+// CountUserEmbeddings is CountEmbeddings of one user's items, in a
+// statement of its own: under a generic plan (pgx prepares, and Postgres
+// may keep one after five runs) CountEmbeddings' "$1 = ” OR user_id =
+// $1" reads every user's items, where this walks the user's through
+// context_user_id_idx (the stats of memory.stats, as Stats).
+func (s *Store) CountUserEmbeddings(ctx context.Context, userID, model string) (EmbeddingCount, error) {
+	var n EmbeddingCount
+	err := s.db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE v.embedded), count(*) FILTER (WHERE NOT v.embedded AND `+refusedItem("v", "$2")+`)
+		FROM (SELECT c.id, c.content_hash, EXISTS (SELECT FROM context_embeddings e
+				WHERE e.context_id = c.id AND e.model = $2 AND e.content_hash = c.content_hash`+usableVector("e", "$2")+`) AS embedded
+			FROM context c WHERE c.user_id = $1) v`, userID, model).Scan(&n.Items, &n.Embedded, &n.Refused)
+	if err != nil {
+		return EmbeddingCount{}, fmt.Errorf("count user embeddings: %w", err)
+	}
+	return n, nil
+}
+
+// CountRefusedEmbeddings counts the items, every user's, whose current
+// text the server refused for model (SaveEmbeddingRefusals): one read of
+// embedding_refusals, which holds only refusals, and a primary key probe
+// of context each (the metrics' gauge, each scrape).
+func (s *Store) CountRefusedEmbeddings(ctx context.Context, model string) (int64, error) {
+	var n int64
+	err := s.db.QueryRow(ctx, `SELECT count(*) FROM embedding_refusals r
+		JOIN context c ON c.id = r.context_id AND c.content_hash = r.content_hash
+		WHERE r.model = $1`, model).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count refused embeddings: %w", err)
+	}
+	return n, nil
+}
+
 // EmbeddingMark bounds a count of vectors to the items and documents that
 // existed at one moment (MarkEmbeddings): a wait for them ends even while
 // new ones keep arriving. The zero mark bounds nothing.

@@ -529,7 +529,7 @@ pairs through the running memoryd.`)
 func runStats(ctx context.Context, a *cli, args []string) (err error) {
 	var o clientOptions
 	defer func() { err = o.callError(err) }()
-	f := newFlags("stats", "Usage: memoryd stats --user U\n\nShows a user's turns received, processed, failed and pending, their facts and context items, and the model tokens their turns spent today against the per-user daily cap, if any.")
+	f := newFlags("stats", "Usage: memoryd stats --user U\n\nShows a user's turns received, processed, failed and pending, their facts and context items (and, when the serve answering embeds, those without a vector, found by their words only), and the model tokens their turns spent today against the per-user daily cap, if any.")
 	o.register(f)
 	pos, err := o.parse(f, args)
 	if err != nil {
@@ -555,8 +555,18 @@ func runStats(ctx context.Context, a *cli, args []string) (err error) {
 		last = shownTime(*s.LastProcessedAt)
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "turns received\t%d\nturns processed\t%d\nturns failed\t%d\nturns pending\t%d\nfacts\t%d\ncontext items\t%d\nlast processed\t%s\n",
-		s.TurnsReceived, s.TurnsProcessed, s.TurnsFailed, s.TurnsPending, s.Facts, s.ContextItems, last)
+	fmt.Fprintf(tw, "turns received\t%d\nturns processed\t%d\nturns failed\t%d\nturns pending\t%d\nfacts\t%d\ncontext items\t%d\n",
+		s.TurnsReceived, s.TurnsProcessed, s.TurnsFailed, s.TurnsPending, s.Facts, s.ContextItems)
+	if e := s.Embeddings; e != nil {
+		// Found by their words only: without it an operator saw them
+		// nowhere.
+		fmt.Fprintf(tw, "context items without a vector\t%d (model %s", e.ItemsWithoutVector, e.Model)
+		if e.Refused > 0 {
+			fmt.Fprintf(tw, "; %d refused by the embeddings server as too long, not sent again: memoryd embed --backfill --retry-refused", e.Refused)
+		}
+		fmt.Fprintf(tw, ")\n")
+	}
+	fmt.Fprintf(tw, "last processed\t%s\n", last)
 	// The day's spend against the cap, when there is either: over the cap
 	// the user's turns are extracted offline (operations.md, "Daily spend
 	// caps"), which the counts above do not show.

@@ -187,6 +187,18 @@ func TestHybridEnrichWiring(t *testing.T) {
 			t.Errorf("memoryd_queue_jobs lacks queue %q state %q (has %v)", worker.QueueEmbedFor("m1"), st, states)
 		}
 	}
+	// The items the server refused, of the process's model: none here.
+	refused := false
+	for _, f := range families {
+		if f.GetName() == "memoryd_embedding_refused_items" {
+			for _, m := range f.GetMetric() {
+				refused = refused || (m.GetLabel()[0].GetValue() == "m1" && m.GetGauge().GetValue() == 0)
+			}
+		}
+	}
+	if !refused {
+		t.Errorf("no memoryd_embedding_refused_items{model=\"m1\"} 0")
+	}
 }
 
 // The end of an embeddings outage is logged by each of serve's two

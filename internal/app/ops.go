@@ -202,6 +202,10 @@ type serviceCollector struct {
 
 	received, recorded, duplicates, optedOut, optOutKept, clamped, msgIDMismatch, lockWaits, depth, resets, failed, llmRequests, llmTokens *prometheus.Desc
 
+	// embedRefused counts the items whose text the embeddings server
+	// refused, of this process's model (with --embed-base-url).
+	embedRefused *prometheus.Desc
+
 	// Spend caps (issue 16 item 8).
 	tokensToday, dailyCap, overCapTurns *prometheus.Desc
 
@@ -227,6 +231,7 @@ func newServiceCollector(a *App, llm usageReporter, llmModel string) *serviceCol
 		lockWaits:     prometheus.NewDesc("memoryd_extract_lock_waits_total", "Extraction jobs snoozed after a lock timeout or deadlock, without spending an attempt.", nil, nil),
 		depth:         prometheus.NewDesc("memoryd_queue_jobs", "River jobs not yet finished, by queue and state.", []string{"queue", "state"}, nil),
 		resets:        prometheus.NewDesc("memoryd_replay_resets_unfinished", "replay --reset runs that have not read the turn stream back (running, or stopped): their users have only part of their memory.", nil, nil),
+		embedRefused:  prometheus.NewDesc("memoryd_embedding_refused_items", "Context items, every user's, whose text the embeddings server refused as input (longer than its model takes), by model (this process's): they have no vector, are found by their words only, and no sweep sends them again until their text or the model changes (memoryd embed --backfill --retry-refused does). Read from Postgres, the same figure from every replica.", []string{"model"}, nil),
 		failed:        prometheus.NewDesc("memoryd_turns_failed", "Turns whose extraction failed for good, now, every user's: they wait for memoryd retry-failed (memoryd failed lists them). Read from Postgres, the same figure from every replica.", nil, nil),
 		llmRequests:   prometheus.NewDesc("memoryd_llm_requests_total", "Chat completion requests sent to the model server, by model and outcome. ok: a 2xx whose body reads as a chat completion without an error object, whatever it holds (no choice, an empty reply, or not the JSON asked for: its tokens count, the extraction asks once more, and a job whose replies stay invalid counts in memoryd_turns_extracted_total{outcome=\"retry\"}, then \"failed\", and is logged); rate_limited: a 429; refused: another 4xx (a key refused, a model unknown, a prompt too long); error: a 5xx, a 408, a timeout, no answer, or a body that is not a chat completion. A 2xx carrying an error object counts as its code says (error without one).", []string{"model", "outcome"}, nil),
 		llmTokens:     prometheus.NewDesc("memoryd_llm_tokens_total", "LLM tokens, by model and kind (prompt, completion).", []string{"model", "kind"}, nil),
@@ -245,7 +250,7 @@ func newServiceCollector(a *App, llm usageReporter, llmModel string) *serviceCol
 }
 
 func (c *serviceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.received, c.recorded, c.duplicates, c.optedOut, c.optOutKept, c.clamped, c.msgIDMismatch, c.lockWaits, c.depth, c.resets, c.failed, c.llmRequests, c.llmTokens,
+	for _, d := range []*prometheus.Desc{c.received, c.recorded, c.duplicates, c.optedOut, c.optOutKept, c.clamped, c.msgIDMismatch, c.lockWaits, c.depth, c.resets, c.failed, c.llmRequests, c.llmTokens, c.embedRefused,
 		c.tokensToday, c.dailyCap, c.overCapTurns, c.backlog, c.poolConns, c.poolMax, c.poolWaits, c.poolWaitSeconds, c.poolNewConns} {
 		ch <- d
 	}
@@ -295,6 +300,15 @@ func (c *serviceCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if n, err := s.CountFailedTurns(ctx); err == nil {
 			ch <- prometheus.MustNewConstMetric(c.failed, prometheus.GaugeValue, float64(n))
+		}
+		if c.app.cfg.Embed.BaseURL != "" {
+			// A read of embedding_refusals, which holds refusals alone:
+			// not the items without a vector, whose count is a scan of
+			// every item (memory.stats counts one user's).
+			model := c.app.cfg.Embed.StoredModel()
+			if n, err := s.CountRefusedEmbeddings(ctx, model); err == nil {
+				ch <- prometheus.MustNewConstMetric(c.embedRefused, prometheus.GaugeValue, float64(n), model)
+			}
 		}
 	}
 	if c.llm != nil {
