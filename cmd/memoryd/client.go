@@ -562,7 +562,7 @@ func runStats(ctx context.Context, a *cli, args []string) (err error) {
 		// nowhere.
 		fmt.Fprintf(tw, "context items without a vector\t%d (model %s", e.ItemsWithoutVector, e.Model)
 		if e.Refused > 0 {
-			fmt.Fprintf(tw, "; %d refused by the embeddings server as too long, not sent again: memoryd embed --backfill --retry-refused", e.Refused)
+			fmt.Fprintf(tw, "; %d refused by the embeddings server as input, not sent again: memoryd embed --backfill --retry-refused", e.Refused)
 		}
 		fmt.Fprintf(tw, ")\n")
 	}
