@@ -186,6 +186,9 @@ func (e *extractWorker) extractEach(ctx context.Context, job *river.Job[ExtractA
 		done     []extracted
 		firstErr error
 		failed   []string
+		// digests: of each failed turn's error (extractor.ReplyDigestOf),
+		// in failed's order; see repliesOf.
+		digests []string
 		// rest: the turns a crash left unsent (and those failed before
 		// it), for a job of their own when this one ends (below).
 		rest []store.Turn
@@ -230,10 +233,10 @@ func (e *extractWorker) extractEach(ctx context.Context, job *river.Job[ExtractA
 					}
 				}
 				rest = append(rest, turns[i+1:]...)
-				failed, firstErr = []string{t.EventID}, err
+				failed, digests, firstErr = []string{t.EventID}, nil, err
 				break
 			}
-			failed = append(failed, t.EventID)
+			failed, digests = append(failed, t.EventID), append(digests, extractor.ReplyDigestOf(err))
 			firstErr = worse(firstErr, err)
 			continue
 		}
@@ -257,7 +260,7 @@ func (e *extractWorker) extractEach(ctx context.Context, job *river.Job[ExtractA
 		// Recorded before the turns are marked failed, as they would be
 		// with results.
 		e.flushUsage(ctx, usage)
-		err := e.fail(ctx, job.JobRow, job.Args.UserID, failed, firstErr)
+		err := e.fail(ctx, job.JobRow, job.Args.UserID, failed, repliesOf(firstErr, failed, digests))
 		if end := (*jobEnd)(nil); len(rest) > 0 && errors.As(err, &end) && end.label == outcomeFailed {
 			e.requeue(ctx, job.JobRow, rest)
 		}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	openai "github.com/sashabaranov/go-openai"
 
@@ -55,5 +56,53 @@ func TestRepeatedInvalidReplyFailsSooner(t *testing.T) {
 				t.Errorf("turn error %q: says the replies repeated %v, want %v", turn.LastError, repeated, tt.wantCalls == 4)
 			}
 		})
+	}
+}
+
+// TestRepeatedInvalidReplySparesOtherTurns: in a job of two turns (JobSize
+// 2, as replays' jobs of up to a hundred), one turn whose model repeats
+// the same invalid replies does not fail for good the other, whose replies
+// differ at each attempt and pass at its third: only the repeating turn
+// fails. Before, the job's error was the first failed turn's (worse), its
+// digest repeated at the second attempt, and the job was cancelled with
+// both turns failed for good.
+func TestRepeatedInvalidReplySparesOtherTurns(t *testing.T) {
+	e := setup(t)
+	srv := extractortest.NewServer(t)
+	var paris atomic.Int64
+	srv.SetHandler(func(req openai.ChatCompletionRequest) extractortest.Reply {
+		text, _, _ := extractor.PromptTurn(req.Messages[len(req.Messages)-1].Content)
+		if !strings.Contains(text, "Paris") {
+			return extractortest.Content("I am sorry, I can only answer in prose.")
+		}
+		if n := paris.Add(1); n <= 4 { // two attempts of two calls
+			return extractortest.Content(fmt.Sprintf("garbage number %d", n))
+		}
+		return extractortest.Content(`{"facts":{"location":"Paris"}}`)
+	})
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Published before the worker starts, so that one job holds both.
+	e.publish(events.Turn{ID: "a1", UserID: "alice", UserMessage: "Tell me a joke.", Timestamp: t0})
+	e.publish(events.Turn{ID: "a2", UserID: "alice", UserMessage: "I live in Paris.", Timestamp: t0.Add(time.Minute)})
+	e.start(llm, func(c *worker.Config) {
+		c.MaxAttempts = 5
+		c.JobSize = 2
+	})
+	st := e.waitDone(2)
+	var jobs int
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM river_job WHERE kind = $1`, worker.ExtractJobKind).Scan(&jobs); err != nil {
+		t.Fatal(err)
+	}
+	if jobs != 1 {
+		t.Fatalf("%d extraction jobs, want the two turns in one", jobs)
+	}
+	if st.TurnsProcessed != 1 || st.TurnsFailed != 1 {
+		t.Fatalf("stats %+v, want a1 failed and a2 processed at its third attempt", st)
+	}
+	if loc, err := e.store.Fact(e.ctx, "alice", "location"); err != nil || loc.Value != "Paris" {
+		t.Errorf("alice location = %+v, %v; want Paris", loc, err)
 	}
 }

@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -499,7 +501,7 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 			return verdict{river: river.JobCancel(cause), label: outcomeFailed, record: true, final: true, crashes: crashes, cause: cause}
 		}
 	}
-	digest := extractor.ReplyDigestOf(err)
+	digest := replyDigestOf(err)
 	if digest != "" && !permanent && digest == metaString(job.Metadata, metaInvalidReply) {
 		cause := fmt.Errorf(repeatedReplyReason+", not retried: %w", err)
 		return verdict{river: river.JobCancel(cause), label: outcomeFailed, record: true, final: true, crashes: crashes, cause: cause}
@@ -508,6 +510,48 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 		return verdict{river: river.JobCancel(err), label: outcomeFailed, record: true, final: true, crashes: crashes}
 	}
 	return verdict{river: err, label: outcomeRetry, record: true, crashes: crashes, invalidReply: digest}
+}
+
+// repliesError is the error of a job several of whose turns failed
+// (extractEach): the worst of their errors (worse), which outcome decides
+// by, but for its ReplyDigest: digest stands for every failed turn's
+// replies, "" unless each failed with invalid output of its own digest.
+// The worst is the first turn's among equals, and a digest of its alone
+// cancelled the job when that turn repeated its replies, failing for good
+// the others with it: a turn whose replies differed at each attempt, or
+// that met a 500, which a later attempt would have extracted.
+type repliesError struct {
+	error
+	digest string
+}
+
+func (e *repliesError) Unwrap() error { return e.error }
+
+// repliesOf is err, the worst error of a job's failed turns (their event
+// ids failed, and the extractor.ReplyDigestOf of each turn's error,
+// digests), with the digest of them all when there are several: a
+// repeat is of every failed turn's replies, or none.
+func repliesOf(err error, failed, digests []string) error {
+	if len(failed) < 2 || len(digests) != len(failed) {
+		return err
+	}
+	h := sha256.New()
+	for i, d := range digests {
+		if d == "" {
+			return &repliesError{error: err}
+		}
+		fmt.Fprintf(h, "%d:%s=%s\n", len(failed[i]), failed[i], d)
+	}
+	return &repliesError{error: err, digest: hex.EncodeToString(h.Sum(nil)[:16])}
+}
+
+// replyDigestOf is the digest outcome compares with the job's
+// metaInvalidReply: a repliesError's, or the extractor's of err.
+func replyDigestOf(err error) string {
+	if r := (*repliesError)(nil); errors.As(err, &r) {
+		return r.digest
+	}
+	return extractor.ReplyDigestOf(err)
 }
 
 // repeatedReplyReason begins the error of turns failed because the model

@@ -636,3 +636,33 @@ func TestOutcomeRepeatedInvalidReply(t *testing.T) {
 		t.Errorf("carried %v, want the digest", got)
 	}
 }
+
+// TestOutcomeRepeatedInvalidReplyOfSeveralTurns: a job of several failed
+// turns repeats only when every turn repeats its replies: the first
+// turn's digest alone (its error the worst) does not cancel the job when
+// another failed otherwise (a 500, or replies without content).
+func TestOutcomeRepeatedInvalidReplyOfSeveralTurns(t *testing.T) {
+	t.Parallel()
+	b := retryBudget{maxAttempts: 5, spread: func(d time.Duration) time.Duration { return d }}
+	invalid := &extractor.Error{Kind: extractor.KindInvalidOutput, Reason: "reply contains no JSON object (after 2 model calls)", ReplyDigest: "aa"}
+	job := func(metadata string) *rivertype.JobRow {
+		return &rivertype.JobRow{Attempt: 2, MaxAttempts: 5, Metadata: []byte(metadata)}
+	}
+	failed := []string{"e1", "e2"}
+	v := outcome(repliesOf(invalid, failed, []string{"aa", ""}), job(`{"memoryd_invalid_reply": "aa"}`), false, b)
+	if v.final || v.invalidReply != "" {
+		t.Errorf("e2 failing otherwise: verdict %+v, want a retry, nothing kept", v)
+	}
+	both := repliesOf(invalid, failed, []string{"aa", "bb"})
+	v = outcome(both, job(`{"memoryd_invalid_reply": "aa"}`), false, b)
+	if v.final || v.invalidReply == "" || v.invalidReply == "aa" {
+		t.Errorf("both invalid, first time: verdict %+v, want a retry keeping the digest of both", v)
+	}
+	v = outcome(both, job(`{"memoryd_invalid_reply": "`+v.invalidReply+`"}`), false, b)
+	if !v.final || v.cause == nil || !strings.HasPrefix(v.cause.Error(), repeatedReplyReason) {
+		t.Errorf("both repeated: verdict %+v, want the job cancelled, saying why", v)
+	}
+	if got := repliesOf(invalid, []string{"e1"}, []string{"aa"}); got != error(invalid) {
+		t.Errorf("one failed turn: %v, want its own error", got)
+	}
+}
