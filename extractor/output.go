@@ -93,7 +93,8 @@ func tellDropped(keys []droppedKey, dropped func(droppedKey)) {
 // blocks, tries fenced blocks first and then the whole reply, and calls try
 // on each JSON object found (at most maxCandidates) until try accepts one.
 // A trailing comma before a closing bracket or brace, and a Python literal
-// where JSON does not decode, are tolerated (decodeFirstValue). When none
+// where JSON does not decode, are tolerated (decodeFirstValue); Python
+// literals only once no JSON object of the reply was accepted. When none
 // is accepted it returns why, in order: the first rejection of an object
 // that stands on its own (not inside an earlier one), else that the first
 // such object is not valid JSON, with the decoder's message, else that
@@ -115,36 +116,41 @@ func scanReply(reply string, try func(raw json.RawMessage) error) error {
 	texts = append(texts, reply)
 
 	var rejected, invalid error
-	tried := 0
-	for _, text := range texts {
-		covered := 0 // end of the last object standing on its own
-		for i := 0; i < len(text) && tried < maxCandidates; i++ {
-			j := strings.IndexByte(text[i:], '{')
-			if j < 0 {
-				break
-			}
-			i += j
-			tried++
-			top := i >= covered
-			raw, n, err := decodeFirstValue(text[i:])
-			if err != nil {
-				if top {
-					if invalid == nil {
-						invalid = fmt.Errorf("reply is not valid JSON: %s", boundDetail(err.Error()))
-					}
-					covered = i + balancedEnd(text[i:])
+	// JSON first, through the whole reply, then Python literals: a reply
+	// holding a JSON object is read from it, not from a literal before it
+	// (a format restated, a draft), as it was before Python was read.
+	for _, python := range []bool{false, true} {
+		tried := 0
+		for _, text := range texts {
+			covered := 0 // end of the last object standing on its own
+			for i := 0; i < len(text) && tried < maxCandidates; i++ {
+				j := strings.IndexByte(text[i:], '{')
+				if j < 0 {
+					break
 				}
-				continue
-			}
-			if top {
-				covered = i + n
-			}
-			err = try(raw)
-			if err == nil {
-				return nil
-			}
-			if top && rejected == nil {
-				rejected = err
+				i += j
+				tried++
+				top := i >= covered
+				raw, n, err := decodeValue(text[i:], python)
+				if err != nil {
+					if top {
+						if invalid == nil {
+							invalid = fmt.Errorf("reply is not valid JSON: %s", boundDetail(err.Error()))
+						}
+						covered = i + balancedEnd(text[i:])
+					}
+					continue
+				}
+				if top {
+					covered = i + n
+				}
+				err = try(raw)
+				if err == nil {
+					return nil
+				}
+				if top && rejected == nil {
+					rejected = err
+				}
 			}
 		}
 	}
@@ -244,7 +250,11 @@ func inSpan(spans [][2]int, p int) bool {
 // None, which small local models write when they answer with a dict's
 // repr; before, every such reply failed its turn for good, 12 of 12 in a
 // walk). Otherwise it returns the JSON decoder's error.
-func decodeFirstValue(s string) (json.RawMessage, int, error) {
+func decodeFirstValue(s string) (json.RawMessage, int, error) { return decodeValue(s, true) }
+
+// decodeValue is decodeFirstValue, reading a Python literal only when
+// python is set (scanReply tries every JSON object of a reply first).
+func decodeValue(s string, python bool) (json.RawMessage, int, error) {
 	raw, n, err := decodeStrict(s)
 	if err == nil {
 		return raw, n, nil
@@ -253,6 +263,9 @@ func decodeFirstValue(s string) (json.RawMessage, int, error) {
 		if raw, _, err := decodeStrict(fixed); err == nil {
 			return raw, end, nil
 		}
+	}
+	if !python {
+		return nil, 0, err
 	}
 	if fixed, end, ok := pythonToJSON(s); ok {
 		if raw, _, err := decodeStrict(fixed); err == nil {

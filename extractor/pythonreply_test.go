@@ -113,3 +113,21 @@ func TestLLMReadsPythonLiteralReply(t *testing.T) {
 		t.Errorf("requests = %d, want 1 (no correction)", got)
 	}
 }
+
+// TestPythonLiteralBeforeJSON: a reply holding a JSON object is read from
+// it, whatever Python literal comes before (a format restated, a draft):
+// the Python reading is for replies with no JSON object to read. Before,
+// the first object that decoded either way won: "example" was stored for
+// the user's name, not "Alice".
+func TestPythonLiteralBeforeJSON(t *testing.T) {
+	t.Parallel()
+	for _, reply := range []string{
+		`The format is {'facts': {'name': 'example'}}, so: {"facts": {"name": "Alice"}}`,
+		"Draft: {'facts': [{'op': 'set', 'key': 'name', 'value': 'example'}]}\n```json\n{\"facts\": [{\"op\": \"set\", \"key\": \"name\", \"value\": \"Alice\"}]}\n```",
+	} {
+		res, err := parseOutput(reply)
+		if err != nil || res.Facts["name"] != "Alice" {
+			t.Errorf("%s: facts %v, %v; want name Alice", reply, res.Facts, err)
+		}
+	}
+}
