@@ -205,6 +205,10 @@ func TestRefusesFormatBodies(t *testing.T) {
 		{`{"error":{"message":"1 validation error:\n  {'type': 'value_error', 'loc': ('body',), 'msg': 'Value error, max_tokens must be at least 1', 'input': {'max_tokens': 0, 'response_format': {'type': 'json_schema', 'json_schema': {'name': 'it\\'s', 'schema': {}}}}, 'ctx': {'error': ValueError('max_tokens must be at least 1')}}","type":"Bad Request","param":"body","code":400}}`, false},
 		{`{"error":{"message":"1 validation error:\n  {'type': 'value_error', 'loc': ('body',), 'msg': 'Value error, max_tokens must be at least 1', 'input': {'response_format': {'type': 'json_sch`, false},
 		{`not json: 'input': {'response_format': 1}`, false},
+		// A gateway's refusal keyed by the format (its key the only word
+		// naming it), and the same key inside the echoed input.
+		{`{"errors":{"response_format":["is not supported by this model"]}}`, true},
+		{`{"errors":{"max_tokens":["must be at least 1"]},"input":{"response_format":{"type":"json_schema"}}}`, false},
 	} {
 		if got := refusesFormat(http.StatusBadRequest, []byte(tt.body), schema, nil); got != tt.want {
 			t.Errorf("refusesFormat(%s) = %v, want %v", tt.body, got, tt.want)
