@@ -120,7 +120,9 @@ type Error struct {
 	// (a local model at temperature 0 answers a prompt one way), which no
 	// later attempt mends, from garbage that passes (sampling, a server
 	// under load cutting its reply). Empty for replies without content
-	// (only reasoning, only tool calls, no choices). See [ReplyDigestOf].
+	// (only reasoning_content, only tool calls, no choices), whose
+	// digest would not show what differs; reasoning in the content
+	// (<think>) is digested as it is. See [ReplyDigestOf].
 	ReplyDigest string
 	// formatRefused is set on a 400 whose body names the response format
 	// asked for (refusesFormat): the LLM asks again with less (stepFormat).

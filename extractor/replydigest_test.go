@@ -43,4 +43,9 @@ func TestReplyDigest(t *testing.T) {
 	if d := digest("I play tennis", garbage, extractortest.Content("  ")); d != "" {
 		t.Errorf("digest %q with a blank reply, want none", d)
 	}
+	// Reasoning in the content is digested: its bytes show a repeat.
+	thinking := extractortest.Cut("<think>The user plays tennis, so")
+	if d := digest("I play tennis", thinking, thinking); d == "" || d == first {
+		t.Errorf("digest %q of reasoning cut in the content, want one of its own", d)
+	}
 }
