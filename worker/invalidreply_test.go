@@ -12,6 +12,7 @@ import (
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/extractor/extractortest"
+	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/worker"
 )
 
@@ -105,4 +106,49 @@ func TestRepeatedInvalidReplySparesOtherTurns(t *testing.T) {
 	if loc, err := e.store.Fact(e.ctx, "alice", "location"); err != nil || loc.Value != "Paris" {
 		t.Errorf("alice location = %+v, %v; want Paris", loc, err)
 	}
+}
+
+// TestRepeatedInvalidReplyRetryFailed: a turn failed for repeating its
+// invalid replies gets a fresh job from retry-failed, the digest of its
+// failed job not carried: the model still repeating, it fails after two
+// attempts again (4 calls more); the model mended, it is extracted.
+func TestRepeatedInvalidReplyRetryFailed(t *testing.T) {
+	e := setup(t)
+	srv := extractortest.NewServer(t)
+	var mended atomic.Bool
+	srv.SetHandler(func(openai.ChatCompletionRequest) extractortest.Reply {
+		if mended.Load() {
+			return extractortest.Content(`{"facts":{"name":"Alice"}}`)
+		}
+		return extractortest.Content("I am sorry, I can only answer in prose.")
+	})
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start(llm, func(c *worker.Config) { c.MaxAttempts = 5 })
+	e.publish(events.Turn{ID: "t1", UserID: "alice", UserMessage: "My name is Alice."})
+	failedOnce := func(want int) {
+		t.Helper()
+		e.waitFor("t1 failed", func() (bool, string) {
+			turn, err := e.store.GetTurn(e.ctx, "alice", "t1")
+			if err != nil {
+				return false, err.Error()
+			}
+			return turn.Status == store.StatusFailed && srv.Requests() == want, fmt.Sprintf("%s after %d calls", turn.Status, srv.Requests())
+		})
+	}
+	failedOnce(4)
+	if n, _, err := worker.RetryFailed(e.ctx, e.store, "alice", 10, false); err != nil || n != 1 {
+		t.Fatalf("retry-failed: %d, %v", n, err)
+	}
+	failedOnce(8)
+	mended.Store(true)
+	if n, _, err := worker.RetryFailed(e.ctx, e.store, "alice", 10, false); err != nil || n != 1 {
+		t.Fatalf("retry-failed: %d, %v", n, err)
+	}
+	e.waitFor("t1 processed", func() (bool, string) {
+		turn, err := e.store.GetTurn(e.ctx, "alice", "t1")
+		return err == nil && turn.Status == store.StatusProcessed, fmt.Sprintf("%+v %v", turn.Status, err)
+	})
 }
