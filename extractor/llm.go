@@ -14,6 +14,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -456,7 +457,7 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 	windowCut := 0      // tokens of a reply the server cut below MaxTokens
 	// digest is of the request and the replies rejected
 	// (Error.ReplyDigest); blank: a reply had no content to digest.
-	digest, blank := newReplyDigest(system, user), false
+	digest, blank := newReplyDigest(req), false
 	counter := l.stepsOf(format)
 	for call := 1; ; call++ {
 		steps := counter.Load()
@@ -519,13 +520,21 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 }
 
 // newReplyDigest starts the digest of a call's rejected replies
-// (Error.ReplyDigest) with its request's prompts; each reply is written
-// with the response format it was asked with, so that a step down of the
-// format (stepFormat) makes another request.
-func newReplyDigest(system, user string) hash.Hash {
+// (Error.ReplyDigest) with its request: the model, its sampling and token
+// bounds (a job retried after --llm-model, LLMConfig.Temperature or
+// --llm-max-tokens changed is asked another request, and the same replies
+// then are no repeat), and the prompts. Each reply is written with the
+// response format it was asked with, so that a step down of the format
+// (stepFormat) makes another request.
+func newReplyDigest(req openai.ChatCompletionRequest) hash.Hash {
 	h := sha256.New()
-	writeDigestPart(h, system)
-	writeDigestPart(h, user)
+	writeDigestPart(h, req.Model)
+	writeDigestPart(h, strconv.FormatFloat(float64(req.Temperature), 'g', -1, 32))
+	writeDigestPart(h, strconv.Itoa(req.MaxTokens))
+	writeDigestPart(h, strconv.Itoa(req.MaxCompletionTokens))
+	for _, m := range req.Messages {
+		writeDigestPart(h, m.Content)
+	}
 	return h
 }
 

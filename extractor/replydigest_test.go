@@ -14,14 +14,18 @@ import (
 // without content, which say nothing of what the model would answer.
 func TestReplyDigest(t *testing.T) {
 	t.Parallel()
-	digest := func(turn string, replies ...extractortest.Reply) string {
+	digestWith := func(mutate func(*LLMConfig), turn string, replies ...extractortest.Reply) string {
 		t.Helper()
 		srv := extractortest.NewServer(t, replies...)
-		_, err := newTestLLM(t, srv, nil).Extract(context.Background(), testInput(turn))
+		_, err := newTestLLM(t, srv, mutate).Extract(context.Background(), testInput(turn))
 		if KindOf(err) != KindInvalidOutput {
 			t.Fatalf("Extract: %v, want invalid output", err)
 		}
 		return ReplyDigestOf(err)
+	}
+	digest := func(turn string, replies ...extractortest.Reply) string {
+		t.Helper()
+		return digestWith(nil, turn, replies...)
 	}
 	garbage, other := extractortest.Content("I cannot answer in JSON."), extractortest.Content("Sorry, no JSON today.")
 	first := digest("I play tennis", garbage, garbage)
@@ -35,6 +39,12 @@ func TestReplyDigest(t *testing.T) {
 		"another correction":  digest("I play tennis", garbage, other),
 		"another first reply": digest("I play tennis", other, garbage),
 		"another request":     digest("I play golf", garbage, garbage),
+		// The same replies of another model, or asked otherwise, are not
+		// the first's repeated: a job retried after --llm-model,
+		// the temperature or --llm-max-tokens changed gets its attempts.
+		"another model":       digestWith(func(c *LLMConfig) { c.Model = "other-model" }, "I play tennis", garbage, garbage),
+		"another temperature": digestWith(func(c *LLMConfig) { c.Temperature = 0.7 }, "I play tennis", garbage, garbage),
+		"another token limit": digestWith(func(c *LLMConfig) { c.MaxTokens = 4096 }, "I play tennis", garbage, garbage),
 	} {
 		if d == first || d == "" {
 			t.Errorf("%s: digest %q, want one of its own", name, d)
