@@ -131,7 +131,7 @@ func scanReply(reply string, try func(raw json.RawMessage) error) error {
 				i += j
 				tried++
 				top := i >= covered
-				raw, n, err := decodeValue(text[i:], python)
+				raw, n, viaPython, err := decodeValue(text[i:], python)
 				if err != nil {
 					if top {
 						if invalid == nil {
@@ -143,6 +143,9 @@ func scanReply(reply string, try func(raw json.RawMessage) error) error {
 				}
 				if top {
 					covered = i + n
+				}
+				if python && !viaPython {
+					continue // JSON, tried in the first pass
 				}
 				err = try(raw)
 				if err == nil {
@@ -250,29 +253,33 @@ func inSpan(spans [][2]int, p int) bool {
 // None, which small local models write when they answer with a dict's
 // repr; before, every such reply failed its turn for good, 12 of 12 in a
 // walk). Otherwise it returns the JSON decoder's error.
-func decodeFirstValue(s string) (json.RawMessage, int, error) { return decodeValue(s, true) }
+func decodeFirstValue(s string) (json.RawMessage, int, error) {
+	raw, n, _, err := decodeValue(s, true)
+	return raw, n, err
+}
 
 // decodeValue is decodeFirstValue, reading a Python literal only when
-// python is set (scanReply tries every JSON object of a reply first).
-func decodeValue(s string, python bool) (json.RawMessage, int, error) {
-	raw, n, err := decodeStrict(s)
+// python is set (scanReply tries every JSON object of a reply first), and
+// saying whether it did (viaPython).
+func decodeValue(s string, python bool) (raw json.RawMessage, n int, viaPython bool, err error) {
+	raw, n, err = decodeStrict(s)
 	if err == nil {
-		return raw, n, nil
+		return raw, n, false, nil
 	}
 	if fixed, end, ok := dropTrailingCommas(s); ok {
 		if raw, _, err := decodeStrict(fixed); err == nil {
-			return raw, end, nil
+			return raw, end, false, nil
 		}
 	}
 	if !python {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
 	if fixed, end, ok := pythonToJSON(s); ok {
 		if raw, _, err := decodeStrict(fixed); err == nil {
-			return raw, end, nil
+			return raw, end, true, nil
 		}
 	}
-	return nil, 0, err
+	return nil, 0, false, err
 }
 
 // pythonToJSON rewrites the object or list at the start of s, written as
