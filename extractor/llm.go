@@ -676,11 +676,13 @@ func (l *LLM) stepFormat(counter *atomic.Int32, steps int32, refused *openai.Cha
 	if refused.Type == openai.ChatCompletionResponseFormatTypeJSONSchema {
 		next = ResponseFormatJSONObject
 	}
-	requests := "single-turn"
+	requests, hint := "single-turn", " (set --llm-response-format "+next+" to start so)"
 	if counter == &l.batchFormatSteps {
-		requests = "batch"
+		// The flag would take the schema from single-turn requests too,
+		// which the server takes.
+		requests, hint = "batch", " for batch requests; single-turn requests keep theirs"
 	}
-	l.cfg.Logger.Warn("the model server refused response_format "+string(refused.Type)+": asking with "+next+" from now on (set --llm-response-format "+next+" to start so)",
+	l.cfg.Logger.Warn("the model server refused response_format "+string(refused.Type)+": asking with "+next+" from now on"+hint,
 		"base_url", redactURL(l.cfg.BaseURL), "model", l.cfg.Model, "requests", requests)
 }
 
