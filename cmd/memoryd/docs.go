@@ -274,30 +274,32 @@ func docsPut(ctx context.Context, a *cli, c *events.Client, o *clientOptions, ba
 // idClashes maps the index of each file that would get the same document
 // id (its file name, with no --id) as another file of the put to those
 // other files: a put of both would report each put and keep the last one
-// only (the READMEs of several modules), so none of them is put. The same
-// file named twice is no clash: its second put is unchanged.
+// only (the READMEs of several modules), so none of them is put. Only
+// files that can be put clash: one missing or a directory fails on its own
+// and leaves the other put. The same file under two names (./notes.md, a
+// symbolic link to it) is no clash: its second put is unchanged.
 func idClashes(id string, files []string) map[int][]string {
 	if id != "" {
 		return nil
 	}
 	type named struct {
 		i    int
-		path string
+		info os.FileInfo
 	}
 	byName := map[string][]named{}
 	for i, f := range files {
-		p, err := filepath.Abs(f)
-		if err != nil {
-			p = filepath.Clean(f)
+		info, err := os.Stat(f)
+		if err != nil || info.IsDir() {
+			continue // its read fails, with its own error
 		}
-		byName[filepath.Base(f)] = append(byName[filepath.Base(f)], named{i, p})
+		byName[filepath.Base(f)] = append(byName[filepath.Base(f)], named{i, info})
 	}
 	out := map[int][]string{}
 	for _, same := range byName {
 		for _, f := range same {
 			var others []string
 			for _, g := range same {
-				if g.path != f.path && !slices.Contains(others, files[g.i]) {
+				if !os.SameFile(f.info, g.info) && !slices.Contains(others, files[g.i]) {
 					others = append(others, files[g.i])
 				}
 			}

@@ -66,3 +66,46 @@ func TestDocsPutSameIDTwice(t *testing.T) {
 		t.Errorf("docs list after put --id: %s", out)
 	}
 }
+
+// TestDocsPutClashIsAmongFilesThatArePut: a clash is between files the
+// put would send. A README.md that does not exist (a typo, or a directory
+// of that name) fails on its own and does not keep the other README.md
+// from being put; and a second name of one file (a symbolic link to it) is
+// that file, put again unchanged, not a clash. Before, both were refused
+// with "document id "README.md" is also ...'s".
+func TestDocsPutClashIsAmongFilesThatArePut(t *testing.T) {
+	t.Parallel()
+	conn := serveInProcess(t)
+	dir := t.TempDir()
+	readme := filepath.Join(dir, "pgx", "README.md")
+	if err := os.MkdirAll(filepath.Dir(readme), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(readme, []byte("# pgx\n\nA connection pool is pgxpool.New.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "nats.go", "README.md")
+	asDir := filepath.Join(dir, "tree", "README.md")
+	if err := os.MkdirAll(asDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "vendor", "README.md")
+	if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(readme, link); err != nil {
+		t.Fatal(err)
+	}
+	put := func(files ...string) (string, string, int) {
+		return runArgs(context.Background(), append(append([]string{"docs", "put", "--user", "alice", "--collection", "mods"}, files...), conn...)...)
+	}
+	out, errOut, code := put(missing, readme, asDir)
+	if code != 1 || !strings.Contains(out, "[2/3] "+readme+": 1 chunk(s)") || strings.Contains(out, "is also") ||
+		!strings.Contains(errOut, "1 file(s) put, 2 failed") {
+		t.Errorf("docs put of a missing README.md, one that exists and a directory README.md: exit %d\nstdout %s\nstderr %s\nwant the one that exists put, the others failed on their own", code, out, errOut)
+	}
+	out, errOut, code = put(readme, link)
+	if code != 0 || !strings.Contains(out, "[2/2] "+link+": unchanged") {
+		t.Errorf("docs put of a file and a link to it: exit %d\nstdout %s\nstderr %s\nwant the second unchanged", code, out, errOut)
+	}
+}
