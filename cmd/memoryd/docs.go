@@ -121,6 +121,10 @@ writes to the database (--database-url), never over NATS.`)
 		if len(pos) == 0 {
 			return f.usageErr("docs search needs a QUERY")
 		}
+		if collections != "" && len(collectionList(collections)) == 0 {
+			// Sent as [], which docs.search reads as every collection.
+			return f.usageErr("--collections %q names no collection (leave it out to search every one the user may read)", collections)
+		}
 	case "defaults":
 		switch {
 		case shared:

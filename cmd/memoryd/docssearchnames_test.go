@@ -33,3 +33,16 @@ func TestDocsSearchCollectionsSpaced(t *testing.T) {
 		t.Errorf("docs search --collections \"libs, notes,\": exit %d\nstdout %s\nstderr %s\nwant the chunks of both", code, out, errOut)
 	}
 }
+
+// TestDocsSearchCollectionsOfNoName: a --collections that names no
+// collection once trimmed (" , ") is a bad argument, exit 2. Trimmed to
+// an empty list it was sent as [], which docs.search reads as every
+// collection the user may read: a list of typos searched everything.
+func TestDocsSearchCollectionsOfNoName(t *testing.T) {
+	t.Parallel()
+	conn := serveInProcess(t)
+	out, errOut, code := runArgs(context.Background(), append([]string{"docs", "search", "--user", "alice", "--collections", " , ", "staging cluster"}, conn...)...)
+	if code != 2 || !strings.Contains(errOut, "--collections") {
+		t.Errorf("docs search --collections \" , \": exit %d\nstdout %s\nstderr %s\nwant exit 2 naming --collections", code, out, errOut)
+	}
+}
