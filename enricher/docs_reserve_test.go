@@ -44,7 +44,7 @@ func TestEnrichKeepsMemoriesWhenDocumentsTimeOutOnServeStore(t *testing.T) {
 	// Once unlocked, so that the statements are prepared and the pool's
 	// connections open: the locked request below is then slow only where
 	// the lock holds it.
-	if r := enrich(t, h, req); r.Degraded || len(r.Documents) == 0 {
+	if r := enrichUnlocked(t, h, req); r.Degraded || len(r.Documents) == 0 {
 		t.Fatalf("before the lock: degraded %v (%q), %d documents", r.Degraded, r.Reason, len(r.Documents))
 	}
 
@@ -60,7 +60,14 @@ func TestEnrichKeepsMemoriesWhenDocumentsTimeOutOnServeStore(t *testing.T) {
 	if _, err := tx.Exec(ctxT(t), `LOCK TABLE doc_chunks IN ACCESS EXCLUSIVE MODE`); err != nil {
 		t.Fatal(err)
 	}
+	// A machine stalled past the whole 400 ms (-race beside the other
+	// packages) degrades the reply for the memory store, not the
+	// documents: asked again, a few times. The bug this test is for
+	// answered so every time.
 	r := enrich(t, h, req)
+	for try := 1; try < 4 && r.Degraded && !strings.Contains(r.Reason, "document search"); try++ {
+		r = enrich(t, h, req)
+	}
 	if !r.Degraded || !strings.Contains(r.Reason, "document search") || len(r.Facts) != 1 || len(r.Context) != 1 || len(r.Documents) != 0 {
 		t.Errorf("with the documents' table locked: degraded %v (%q), %d facts, %d memories, %d documents; want the facts and the memory, no documents, degraded saying why",
 			r.Degraded, r.Reason, len(r.Facts), len(r.Context), len(r.Documents))
@@ -68,7 +75,19 @@ func TestEnrichKeepsMemoriesWhenDocumentsTimeOutOnServeStore(t *testing.T) {
 	if err := tx.Rollback(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	if r := enrich(t, h, req); r.Degraded || len(r.Documents) == 0 {
+	if r := enrichUnlocked(t, h, req); r.Degraded || len(r.Documents) == 0 {
 		t.Errorf("after the lock: degraded %v (%q), %d documents", r.Degraded, r.Reason, len(r.Documents))
 	}
+}
+
+// enrichUnlocked is enrich of a request nothing holds up, asked again (up
+// to 4 times) while its reply is degraded: only a machine stalled past the
+// test's short timeout degrades it.
+func enrichUnlocked(t *testing.T, h *harness, req events.EnrichRequest) events.EnrichReply {
+	t.Helper()
+	r := enrich(t, h, req)
+	for try := 1; try < 4 && r.Degraded; try++ {
+		r = enrich(t, h, req)
+	}
+	return r
 }
