@@ -481,14 +481,15 @@ func (s *Service) documentsBy(ctx context.Context, p enrichParams) ([]events.Doc
 		chunks []events.DocumentChunk
 		err    error
 	}
-	done := make(chan result, 1)
-	if p.late != nil {
-		p.late.Add(1)
+	if p.late == nil {
+		// No one to wait for a search left running (benchmarks): it is
+		// waited for here.
+		return s.documents(ctx, p)
 	}
+	done := make(chan result, 1)
+	p.late.Add(1)
 	go func() {
-		if p.late != nil {
-			defer p.late.Done()
-		}
+		defer p.late.Done()
 		c, err := s.documents(ctx, p)
 		done <- result{c, err}
 	}()
@@ -496,6 +497,11 @@ func (s *Service) documentsBy(ctx context.Context, p enrichParams) ([]events.Doc
 	case r := <-done:
 		return r.chunks, r.err
 	case <-ctx.Done():
+		select {
+		case r := <-done: // returned as the deadline passed: kept
+			return r.chunks, r.err
+		default:
+		}
 		return nil, ctx.Err()
 	}
 }
