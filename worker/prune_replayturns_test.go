@@ -32,6 +32,7 @@ func TestPruneCountsNoReplayedTurnVersionsAsMemory(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			s := storetest.Open(t, storetest.Database(t))
+			noAutovacuum(t, s)
 			seedContext(t, s, []string{"alice", "bob"}, 300)
 			var turns []store.Turn
 			for i := range 1500 {
@@ -51,7 +52,7 @@ func TestPruneCountsNoReplayedTurnVersionsAsMemory(t *testing.T) {
 			if _, err := s.Pool().Exec(ctx, `VACUUM turns, context, context_terms`); err != nil {
 				t.Fatal(err)
 			}
-			waitStat(t, s, "no dead turns after a VACUUM", `SELECT pg_stat_get_dead_tuples('turns'::regclass) = 0`)
+			vacuumUntilNoDead(t, s, "turns")
 			before, err := s.MeasureSize(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -71,10 +72,7 @@ func TestPruneCountsNoReplayedTurnVersionsAsMemory(t *testing.T) {
 				if err := s.SampleContextHighWater(ctx); err != nil { // the reconcile job's
 					t.Fatal(err)
 				}
-				if _, err := s.Pool().Exec(ctx, `VACUUM turns`); err != nil { // autovacuum's
-					t.Fatal(err)
-				}
-				waitStat(t, s, "no dead turns after a VACUUM", `SELECT pg_stat_get_dead_tuples('turns'::regclass) = 0`)
+				vacuumUntilNoDead(t, s, "turns") // autovacuum's
 			}
 			rep, err := worker.Prune(ctx, s, worker.PruneLimits{MaxBytes: limit})
 			if err != nil {

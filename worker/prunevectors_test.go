@@ -69,6 +69,7 @@ func TestPruneKeepsMemoryOverVectorsThatServeNothing(t *testing.T) {
 			// are the test's premise, and no other test's snapshot may
 			// keep them from a VACUUM.
 			s := storetest.Open(t, storetest.Database(t))
+			noAutovacuum(t, s)
 			seedContext(t, s, []string{"alice", "bob", "carol"}, 300)
 			embedAll(t, s, "m1", 1)
 			if err := s.VacuumContext(ctx); err != nil {
