@@ -664,26 +664,6 @@ func (s *Store) ListDocuments(ctx context.Context, o Owner, collection, after st
 // transaction that holds one of its documents (a put, a chunking job) to
 // commit, and the jobs that one inserted are then deleted too.
 func (s *Store) DeleteCollections(ctx context.Context, o Owner, jobs ...RiverJobs) (int64, error) {
-	return s.deleteCollections(ctx, o, time.Time{}, jobs)
-}
-
-// ForgetCollections is DeleteCollections of a user for the user's forget
-// made at the time at (its tombstone's ForgottenAt): the user's reader
-// grants made after it stay. An operator's `docs grant` answered while
-// the forget ran, after its memory's transaction and before this delete,
-// was deleted here, where the same forget cut short and finished at a
-// start (DeleteDocumentsBefore) keeps it: it is made after the forget,
-// as one made after the forget's reply (TestForgetKeepsAGrantMadeDuringIt).
-func (s *Store) ForgetCollections(ctx context.Context, user string, at time.Time, jobs ...RiverJobs) (int64, error) {
-	if user == "" || at.IsZero() {
-		return 0, errors.New("forget collections: user and time are required")
-	}
-	return s.deleteCollections(ctx, Owner{User: user}, at, jobs)
-}
-
-// deleteCollections is DeleteCollections deleting, of a user's reader
-// grants, those made at or before grantsBy (all when it is zero).
-func (s *Store) deleteCollections(ctx context.Context, o Owner, grantsBy time.Time, jobs []RiverJobs) (int64, error) {
 	kind, owner, err := o.kind()
 	if err != nil {
 		return 0, fmt.Errorf("delete collections: %w", err)
@@ -711,8 +691,7 @@ func (s *Store) deleteCollections(ctx context.Context, o Owner, grantsBy time.Ti
 			return err
 		}
 		if kind == "user" {
-			if _, err := q.db.Exec(ctx, `DELETE FROM collection_readers WHERE user_id = $1 AND ($2 OR granted_at <= $3)`,
-				owner, grantsBy.IsZero(), grantsBy); err != nil {
+			if _, err := q.db.Exec(ctx, `DELETE FROM collection_readers WHERE user_id = $1`, owner); err != nil {
 				return err
 			}
 		}
@@ -720,6 +699,40 @@ func (s *Store) deleteCollections(ctx context.Context, o Owner, grantsBy time.Ti
 	})
 	if err != nil {
 		return 0, fmt.Errorf("delete collections: %w", err)
+	}
+	return n, nil
+}
+
+// ForgetCollections is DeleteDocumentsBefore in one transaction, for the
+// user's forget made at the time at (its tombstone's ForgottenAt), right
+// after the memory's transaction: it deletes the user's own documents
+// created at or before at, the collections of then left without one, and
+// the reader grants made by then; what the user wrote after the forget
+// stays, as when a start finishes the forget cut short. It returns the
+// number of documents deleted.
+//
+// It took every collection and grant of the user (DeleteCollections): a
+// docs.put or an operator's `docs grant` answered while the forget ran,
+// after its memory's transaction and before this delete, was deleted
+// here, a lost write, where the same forget cut short and finished at a
+// start kept it (TestForgetKeepsADocumentPutDuringIt,
+// TestForgetKeepsAGrantMadeDuringIt). Default collections chosen since
+// stay too (those chosen before went with the memory's transaction,
+// ForgetUser). One transaction, as DeleteCollections was: a forget redoes
+// it whole when Postgres rolled it back (a deadlock).
+func (s *Store) ForgetCollections(ctx context.Context, user string, at time.Time, jobs ...RiverJobs) (int64, error) {
+	if user == "" || at.IsZero() {
+		return 0, errors.New("forget collections: user and time are required")
+	}
+	var n int64
+	err := s.inTx(ctx, func(q *Store) (err error) {
+		if n, err = q.deleteDocumentsBefore(ctx, user, at, 0, jobs); err != nil {
+			return err
+		}
+		return q.deleteEmptiedBefore(ctx, user, at, jobs)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("forget collections: %w", err)
 	}
 	return n, nil
 }
@@ -791,10 +804,14 @@ func (s *Store) DeleteDocumentsBefore(ctx context.Context, user string, t time.T
 // DeleteDocumentsBefore.
 type deleteBatchKey struct{}
 
-// deleteDocumentsBefore deletes up to size of the documents
+// deleteDocumentsBefore deletes up to size (0: all) of the documents
 // DeleteDocumentsBefore deletes, in their order, and their jobs, in q's
 // transaction.
 func (q *Store) deleteDocumentsBefore(ctx context.Context, user string, t time.Time, size int, jobs []RiverJobs) (int64, error) {
+	var limit any // LIMIT NULL: all
+	if size > 0 {
+		limit = size
+	}
 	// The collections first, locked against puts (FOR UPDATE conflicts
 	// with the FOR KEY SHARE a put holds on its collection until it
 	// commits, see collection): a put that holds one commits before the
@@ -811,7 +828,7 @@ func (q *Store) deleteDocumentsBefore(ctx context.Context, user string, t time.T
 			SELECT d2.collection_id, d2.doc_id FROM documents d2 JOIN collections c ON c.id = d2.collection_id
 			WHERE c.owner_kind = 'user' AND c.owner = $1 AND d2.created_at <= $2
 			ORDER BY d2.collection_id, d2.doc_id LIMIT $3)
-		RETURNING d.collection_id, d.doc_id`, user, t, size)
+		RETURNING d.collection_id, d.doc_id`, user, t, limit)
 	if err != nil {
 		return 0, err
 	}
@@ -843,6 +860,11 @@ func (q *Store) deleteDocumentsBefore(ctx context.Context, user string, t time.T
 func (q *Store) deleteEmptiedBefore(ctx context.Context, user string, t time.Time, jobs []RiverJobs) error {
 	if _, err := q.deleteCollectionsWhere(ctx, jobs, `owner_kind = 'user' AND owner = $1 AND created_at <= $2
 		AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.collection_id = collections.id)`, user, t); err != nil {
+		return err
+	}
+	// A statement of its own before the delete, whose snapshot then holds
+	// every grant that held the lock before (see GrantReader).
+	if err := q.lockGrants(ctx, user); err != nil {
 		return err
 	}
 	_, err := q.db.Exec(ctx, `DELETE FROM collection_readers WHERE user_id = $1 AND granted_at <= $2`, user, t)
@@ -966,15 +988,52 @@ func (q *Store) deleteJobsWhere(ctx context.Context, jobs []RiverJobs, use func(
 // GrantReader lets user read the shared scope's collections from the user's
 // own subjects; RevokeReader takes it back. Both report whether anything
 // changed.
+//
+// The grant is made under the user's grants lock (lockGrants), which a
+// forget's delete of the grants made by its time takes too, and is timed
+// once written (clock_timestamp, not the transaction's start): one
+// whose statement began before the forget and committed after that delete
+// (it waited for another's insert of the same grant) kept its time from
+// before the forget, which that delete, not seeing it, had left, and a
+// finish of the forget at a start would then delete
+// (TestForgetOrdersAGrantThatBeganBeforeIt). Now it commits before the
+// delete reads the grants, or is timed after the delete committed.
 func (s *Store) GrantReader(ctx context.Context, scope, user string) (bool, error) {
 	if err := ValidName(scope); err != nil || user == "" {
 		return false, fmt.Errorf("grant reader: scope and user are required: %v", err)
 	}
-	tag, err := s.db.Exec(ctx, `INSERT INTO collection_readers (scope, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, scope, user)
+	var granted bool
+	err := s.inTx(ctx, func(q *Store) error {
+		if err := q.lockGrants(ctx, user); err != nil {
+			return err
+		}
+		tag, err := q.db.Exec(ctx, `INSERT INTO collection_readers (scope, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, scope, user)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		// Timed now, once inserted: the insert's own values are taken
+		// before it waits for another's insert of the grant (one that
+		// takes no lock: a serve of an earlier release).
+		granted = true
+		_, err = q.db.Exec(ctx, `UPDATE collection_readers SET granted_at = clock_timestamp() WHERE scope = $1 AND user_id = $2`, scope, user)
+		return err
+	})
 	if err != nil {
 		return false, fmt.Errorf("grant reader: %w", err)
 	}
-	return tag.RowsAffected() > 0, nil
+	return granted, nil
+}
+
+// lockGrants takes, until the transaction ends, the user's grants lock
+// (an advisory lock per user and schema): a grant takes it before its
+// insert, and a forget's delete of the grants made by its time
+// (deleteEmptiedBefore) before that delete, last, after its collections'
+// locks; a grant holds no other lock while it waits, so no cycle closes.
+func (q *Store) lockGrants(ctx context.Context, user string) error {
+	if _, err := q.db.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('memoryd.grants.' || current_schema()), hashtext($1))`, user); err != nil {
+		return fmt.Errorf("lock grants: %w", err)
+	}
+	return nil
 }
 
 // RevokeReader: see GrantReader.

@@ -38,8 +38,10 @@ type ForgetResult struct {
 // token usage. Ingest, extraction and replay check the tombstone in the
 // transaction that writes, so an event published before the forget is
 // dropped wherever it was in flight; a turn published after it starts a new
-// memory. Then it deletes the user's own document collections
-// (store.DeleteCollections), and purges the user's events, up to the
+// memory. Then it deletes the user's own documents created by the
+// tombstone's time, with the collections of then left without one and the
+// read grants made by then (store.ForgetCollections: what the user wrote
+// after stays), and purges the user's events, up to the
 // tombstone's sequence, from the turn stream and the dead-letter stream,
 // so that no replay can bring them back.
 //

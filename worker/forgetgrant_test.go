@@ -92,3 +92,165 @@ func TestForgetKeepsAGrantMadeDuringIt(t *testing.T) {
 		t.Errorf("alice's grants after the forget: %v; want team-b's, made during it (team-a's, made before, deleted)", scopes)
 	}
 }
+
+// A document put while the user's forget runs, after its memory's
+// transaction committed and before its documents' delete, was answered ok
+// and then deleted by that delete, which took every collection of the
+// user: a lost write, where a forget cut short and finished at a start
+// (store.DeleteDocumentsBefore) keeps a document created after the
+// forget's time, and the collection created for it. Both stay now, in a
+// collection of the user's from before the forget (journal) as in one the
+// put created (later); the documents put before the forget go, and so do
+// their collections, but journal, which holds the new one. The documents'
+// delete is held at alice's first collection (notes, a transaction holding
+// it) until the puts are answered.
+func TestForgetKeepsADocumentPutDuringIt(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	s := e.store
+	alice := store.Owner{User: "alice"}
+	put := func(collection, doc string) store.PutResult {
+		t.Helper()
+		r, err := s.PutDocument(ctx, store.DocumentPut{Owner: alice, Collection: collection, DocID: doc, Content: "# " + doc + "\n\nThe boat is blue.\n"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	notes := put("notes", "n1")
+	put("journal", "j1")
+	hold, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hold.Rollback(ctx) })
+	var holder int
+	if err := hold.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hold.Exec(ctx, `SELECT FROM collections WHERE id = $1 FOR KEY SHARE`, notes.Collection.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	var r worker.ForgetResult
+	forgot := make(chan error, 1)
+	go func() {
+		var err error
+		r, err = worker.Forget(ctx, e.js, s, e.prefix, e.stream, "alice")
+		forgot <- err
+	}()
+	eventstest.Eventually(t, "the forget's documents' delete to wait for the holder", 30*time.Second, func() (bool, string) {
+		if len(forgot) > 0 {
+			return true, ""
+		}
+		var tombs, waiting int
+		err := s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM tombstones WHERE user_token = 'alice'),
+			(SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid)))`, holder).Scan(&tombs, &waiting)
+		return err == nil && tombs == 1 && waiting == 1, fmt.Sprint(tombs, waiting, err)
+	})
+	if len(forgot) > 0 {
+		t.Fatalf("the forget ended before its documents' delete waited: %v", <-forgot)
+	}
+	put("journal", "j2")
+	put("later", "l1")
+	if err := hold.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-forgot; err != nil {
+		t.Fatalf("forget: %v", err)
+	}
+	if r.Documents != 2 {
+		t.Errorf("the forget reports %d documents, want 2 (n1 and j1)", r.Documents)
+	}
+	rows, err := s.Pool().Query(ctx, `SELECT c.name || '/' || d.doc_id FROM collections c LEFT JOIN documents d ON d.collection_id = c.id
+		WHERE c.owner_kind = 'user' AND c.owner = 'alice' ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"journal/j2", "later/l1"}; !slices.Equal(left, want) {
+		t.Errorf("alice's documents after the forget: %v; want %v, put during it (n1 and j1, put before, deleted with notes)", left, want)
+	}
+}
+
+// A docs grant whose statement began before the user's forget and
+// committed after its documents' delete (here it waits for a transaction
+// inserting the same grant, which then rolls back) kept its time from
+// before the forget (granted_at, the transaction's start): that delete,
+// whose snapshot did not hold it, left it, and a finish of the forget at
+// a start (store.DeleteDocumentsBefore) would delete it, the grant going
+// or staying by which path the forget took. The grant takes a lock the
+// documents' delete takes too, and its time once it holds it: made after
+// the forget's time, it stays either way.
+func TestForgetOrdersAGrantThatBeganBeforeIt(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	s := e.store
+	if _, err := s.PutDocument(ctx, store.DocumentPut{Owner: store.Owner{User: "alice"}, Collection: "notes", DocID: "d", Content: "# Notes\n\nThe boat is blue.\n"}); err != nil {
+		t.Fatal(err)
+	}
+	hold, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hold.Rollback(ctx) })
+	var holder int
+	if err := hold.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hold.Exec(ctx, `INSERT INTO collection_readers (scope, user_id) VALUES ('team-b', 'alice')`); err != nil {
+		t.Fatal(err)
+	}
+	granted := make(chan error, 1)
+	go func() {
+		_, err := s.GrantReader(ctx, "team-b", "alice")
+		granted <- err
+	}()
+	blocked := func() (n int) {
+		if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE cardinality(pg_blocking_pids(pid)) > 0`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	eventstest.Eventually(t, "the grant to wait for the holder", 30*time.Second, func() (bool, string) {
+		n := blocked()
+		return n == 1, fmt.Sprint(n, " waiting")
+	})
+
+	var r worker.ForgetResult
+	forgot := make(chan error, 1)
+	go func() {
+		var err error
+		r, err = worker.Forget(ctx, e.js, s, e.prefix, e.stream, "alice")
+		forgot <- err
+	}()
+	// The forget ends, or waits for the grant.
+	eventstest.Eventually(t, "the forget to end or wait for the grant", 30*time.Second, func() (bool, string) {
+		n := blocked()
+		return len(forgot) > 0 || n == 2, fmt.Sprint(n, " waiting")
+	})
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-granted; err != nil {
+		t.Fatalf("grant: %v", err)
+	}
+	if err := <-forgot; err != nil {
+		t.Fatalf("forget: %v", err)
+	}
+	if r.Documents != 1 {
+		t.Errorf("the forget reports %d documents, want 1", r.Documents)
+	}
+	var grants int
+	var after bool
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*), coalesce(bool_and(granted_at > (SELECT forgotten_at FROM tombstones WHERE user_token = 'alice')), false)
+		FROM collection_readers WHERE user_id = 'alice'`).Scan(&grants, &after); err != nil {
+		t.Fatal(err)
+	}
+	if grants != 1 || !after {
+		t.Errorf("alice's grants after the forget: %d, made after the forget's time: %v; want the grant, answered after the forget's memory, made after its time", grants, after)
+	}
+}
