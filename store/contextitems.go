@@ -228,6 +228,9 @@ func (s *Store) UpdateContext(ctx context.Context, u ContextUpdate) (ContextItem
 				u.UserID, keys, q.clearTime(ctx), cur.CreatedAt, int64(pos.Seq), pos.storedOrNil()); err != nil {
 				return err
 			}
+			if err := q.dropImportedPairs(ctx, u.UserID, [][]byte{oldHash}); err != nil {
+				return err
+			}
 			// New text: its vector is stale (readers skip it) until the
 			// item is embedded again.
 			if err := q.contextWritten(ctx, []ContextRef{{UserID: u.UserID, ID: u.ID}}); err != nil {

@@ -196,6 +196,12 @@ func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, erro
 				      GROUP BY ev.e) k
 				ON CONFLICT (user_id, hash) DO UPDATE SET cleared_at = greatest(c.cleared_at, excluded.cleared_at),
 					own_at = greatest(c.own_at, excluded.own_at), `+mergeStreamPosition+`
+			), unimported AS (
+				-- What imports recorded of the pairs (see
+				-- dropImportedPairs): read above on the statement's
+				-- snapshot, before this delete.
+				DELETE FROM import_sources i USING gone
+				WHERE i.user_id = $1 AND i.content = 'c:' || encode(gone.content_hash, 'hex')
 			)
 			SELECT count(*) FROM gone`,
 				d.UserID, d.ID, nilIfNone(question, ids), key, q.clearTime(ctx), int64(pos.Seq), pos.storedOrNil(), d.All).Scan(&n)
@@ -224,6 +230,24 @@ func (s *Store) DeleteContext(ctx context.Context, d ContextDelete) (int64, erro
 const importedOwnTurn = `(EXISTS (SELECT 1 FROM import_sources i WHERE i.user_id = {user} AND i.event_id = {event}
 		AND i.content = 'c:' || encode({hash}, 'hex'))
 	AND EXISTS (SELECT 1 FROM turns t WHERE t.user_id = {user} AND t.event_id = {event}))`
+
+// dropImportedPairs deletes what imports recorded (import_sources) of the
+// user's pairs of content hashes hashes, which a clear or an update of
+// them took away: a reset keeps a context item whose pair an import
+// brought whatever its event id (importedContext), and the record
+// outliving the item kept, as imported, the pair a turn of the user's
+// stated again after the clear, which the replay extracts again, maybe
+// worded otherwise by another model
+// (TestResetDeletesAPairFromATurnAfterTheImportedOneWasCleared). Under
+// resetLock shared and the user's clear lock, as the clear's and the
+// update's other writes.
+func (s *Store) dropImportedPairs(ctx context.Context, userID string, hashes [][]byte) error {
+	if _, err := s.db.Exec(ctx, `DELETE FROM import_sources WHERE user_id = $1
+		AND content IN (SELECT 'c:' || encode(h, 'hex') FROM unnest($2::bytea[]) AS h)`, userID, hashes); err != nil {
+		return fmt.Errorf("drop imported pairs: %w", err)
+	}
+	return nil
+}
 
 // lockClears takes, in the current transaction, the clear lock of each of
 // the users (an advisory lock per user and schema), in a fixed order:

@@ -167,3 +167,64 @@ func TestResetKeepsAPairImportedOverAHeldOne(t *testing.T) {
 		})
 	}
 }
+
+// TestResetDeletesAPairFromATurnAfterTheImportedOneWasCleared: a pair an
+// import brought (another memoryd's turn x9), which the user then
+// cleared, and which a turn of the user's here later stated again (an
+// extraction, under that turn's id), is that turn's pair: a reset deletes
+// it, and the replay, maybe by another model, extracts it again. The
+// import's record of the pair outlived the clear, and a reset matching
+// imported pairs by content alone (whatever the event id, for a pair an
+// import merged into a held one) kept it: the old model's wording stayed
+// beside the new one's. A clear (or an update away) of the pair drops the
+// import's record of it.
+func TestResetDeletesAPairFromATurnAfterTheImportedOneWasCleared(t *testing.T) {
+	for _, how := range []string{"clear", "update"} {
+		t.Run(how, func(t *testing.T) {
+			ctx, s := setup(t)
+			llm := store.Provenance{Extractor: "llm", Model: "m1", PromptVersion: "v3"}
+			q, a := "What is my dog called?", "Rex"
+			if _, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "ivan", Question: q, Answer: a,
+				EventID: "x9", CreatedAt: t0, Provenance: llm}); err != nil {
+				t.Fatal(err)
+			}
+			var exp bytes.Buffer
+			if err := s.Export(ctx, "ivan", &exp); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Import(ctx, "kim", "kim", bytes.NewReader(exp.Bytes())); err != nil {
+				t.Fatal(err)
+			}
+			items, err := s.ListContext(ctx, "kim", store.ContextCursor{}, 10)
+			if err != nil || len(items) != 1 {
+				t.Fatalf("kim's items after the import: %+v, %v; want the pair", items, err)
+			}
+			if how == "clear" {
+				if _, err := s.DeleteContext(ctx, store.ContextDelete{UserID: "kim", ID: items[0].ID}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				other := "Rex the dog"
+				if _, err := s.UpdateContext(ctx, store.ContextUpdate{UserID: "kim", ID: items[0].ID, Answer: &other}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// kim's own turn here states the pair again, after the clear.
+			at := time.Now()
+			if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e5", UserID: "kim", UserMessage: "my dog is Rex", TurnAt: at}}); err != nil {
+				t.Fatal(err)
+			}
+			id, inserted, err := s.StoreContext(ctx, store.ContextWrite{UserID: "kim", Question: q, Answer: a,
+				EventID: "e5", CreatedAt: at, Provenance: llm})
+			if err != nil || !inserted {
+				t.Fatalf("the turn's pair: %v, %v; want it inserted", inserted, err)
+			}
+			if _, _, err := s.ResetMemory(ctx, []string{"kim"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.ContextByID(ctx, "kim", id); err == nil {
+				t.Errorf("the pair of kim's turn e5, extracted after she cleared the imported one, after a reset: kept; want it deleted (the replay extracts it again)")
+			}
+		})
+	}
+}
