@@ -54,14 +54,18 @@ func (s *Store) UserIDsHolding(ctx context.Context, ids []string, hashed bool) (
 // inserted or written again by the user (inserted_at: a store of a pair
 // held, context.update, an import's direct line of it, see directWins), a
 // fact inserted (an import's, whose history is the imported one) or
-// changed, a clear (context_clears' own time, fact_direct_clears: clear,
-// context.update, facts.clear), the language set, a document of the
-// user's own collections put. Each of these is the user's write after a
-// forget a restored database did not know, which applying the forget
-// again would delete (TestRestoredDatabaseKeepsEveryWriteSinceTheForget);
-// read before, only the turns, inserted items, history and documents
-// counted. The clears of extraction (fact_clears, fact_value_clears)
-// carry a turn's time: the turn counts by received_at.
+// changed, the language set, a document of the user's own collections
+// put. Each of these is the user's write after a forget a restored
+// database did not know, which applying the forget again would delete
+// (TestRestoredDatabaseKeepsEveryWriteSinceTheForget); read before, only
+// the turns, inserted items, history and documents counted. Not the
+// clears (context_clears, fact_direct_clears): the forget deletes all a
+// clear did, and their times are when they take effect, up to the
+// allowed clock skew ahead (an import's, a device's), so a clear made
+// before the forget counted as written after it and the forget was
+// never applied again (TestRestoredDatabaseForgetsAgainPastAClearDatedAhead).
+// The clears of extraction (fact_clears, fact_value_clears) carry a
+// turn's time: the turn counts by received_at.
 func (s *Store) userWrittenSince(ctx context.Context, userID string, t time.Time) (bool, error) {
 	var since bool
 	err := s.db.QueryRow(ctx, `SELECT
@@ -69,8 +73,6 @@ func (s *Store) userWrittenSince(ctx context.Context, userID string, t time.Time
 		OR EXISTS (SELECT 1 FROM context WHERE user_id = $1 AND inserted_at >= $2)
 		OR EXISTS (SELECT 1 FROM facts WHERE user_id = $1 AND created_at >= $2)
 		OR EXISTS (SELECT 1 FROM fact_history WHERE user_id = $1 AND changed_at >= $2)
-		OR EXISTS (SELECT 1 FROM context_clears WHERE user_id = $1 AND own_at >= $2)
-		OR EXISTS (SELECT 1 FROM fact_direct_clears WHERE user_id = $1 AND cleared_at >= $2)
 		OR EXISTS (SELECT 1 FROM user_languages WHERE user_id = $1 AND updated_at >= $2)
 		OR EXISTS (SELECT 1 FROM documents d JOIN collections c ON c.id = d.collection_id
 			WHERE c.owner_kind = 'user' AND c.owner = $1 AND d.updated_at >= $2)`, userID, t).Scan(&since)

@@ -102,10 +102,11 @@ func TestRestoredDatabaseForgetsAgain(t *testing.T) {
 // keeps the forget from being applied again (the write would go with the
 // rest), whatever it wrote: the check read only the turns received, the
 // items inserted, the fact history and the documents put since, so a
-// language set, a context.update, a clear, a store of a pair the user
-// held (which makes it the user's own) and an import of facts or of a
-// pair held went unseen, and the forget applied again deleted what the
-// user wrote after it. A user who wrote nothing since is forgotten again.
+// language set, a context.update, a store of a pair the user held (which
+// makes it the user's own) and an import of facts or of a pair held went
+// unseen, and the forget applied again deleted what the user wrote after
+// it. A user who wrote nothing since is forgotten again, and so is one
+// who only cleared: the forget deletes all a clear did.
 func TestRestoredDatabaseKeepsEveryWriteSinceTheForget(t *testing.T) {
 	e := setup(t)
 	header := `{"type":"memoryd.export","version":1}` + "\n"
@@ -181,12 +182,13 @@ func TestRestoredDatabaseKeepsEveryWriteSinceTheForget(t *testing.T) {
 		}
 	}
 
-	if n := worker.ReapplyForgets(e.ctx, e.js, e.store, e.prefix, e.stream, slog.New(slog.DiscardHandler)); n != 1 {
-		t.Errorf("forgets applied again: %d, want 1 (quiet's)", n)
+	again := map[string]bool{"quiet": true, "clear": true, "facts_clear": true}
+	if n := worker.ReapplyForgets(e.ctx, e.js, e.store, e.prefix, e.stream, slog.New(slog.DiscardHandler)); n != len(again) {
+		t.Errorf("forgets applied again: %d, want %d (quiet's, clear's, facts_clear's)", n, len(again))
 	}
 	for _, u := range users {
 		want := int64(1)
-		if u == "quiet" {
+		if again[u] {
 			want = 0
 		}
 		if st := e.userStats(u); st.TurnsReceived != want {
@@ -557,5 +559,37 @@ func TestForgetCutShortIsFinishedByARunningWorker(t *testing.T) {
 	}
 	if n := e.subjectMsgs(e.stream, e.prefix+".turns.bob"); n != 1 {
 		t.Errorf("bob's events: %d; want his 1", n)
+	}
+}
+
+// A clear's time is when it takes effect, not when it was written: an
+// import's clear of a fact keeps the exporting memoryd's time (its clock
+// ahead, or a clear dated by a fact from a device ahead), which may lie
+// after a forget made later. A database restored from a backup taken
+// between the import and the forget counted that clear as the user's
+// write since the forget (userWrittenSince read fact_direct_clears'
+// cleared_at), and the forget was not applied again: the forgotten
+// memory came back for good.
+func TestRestoredDatabaseForgetsAgainPastAClearDatedAhead(t *testing.T) {
+	e := setup(t)
+	stop := e.start(extractor.NewRules(), nil)
+	e.publish(events.Turn{ID: "dana-1", UserID: "dana", UserMessage: "My dog is called Rex.", AssistantResponse: "Good dog."})
+	e.waitDone(1)
+	stop()
+	ahead := time.Now().Add(4 * time.Minute).UTC().Format("2006-01-02T15:04:05.000000Z")
+	if _, err := e.store.Import(e.ctx, "dana", "dana", strings.NewReader(`{"type":"memoryd.export","version":1}`+"\n"+
+		`{"type":"fact_direct_clear","key":"cat","cleared_at":"`+ahead+`"}`+"\n")); err != nil {
+		t.Fatal(err)
+	}
+	// dana's forget, made after the import on the database before it was
+	// restored; she wrote nothing since.
+	if err := worker.RecordForget(e.ctx, e.js, e.stream, store.Tombstone{UserToken: "dana", Through: e.streamEnd(), ForgottenAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if n := worker.ReapplyForgets(e.ctx, e.js, e.store, e.prefix, e.stream, slog.New(slog.DiscardHandler)); n != 1 {
+		t.Errorf("forgets applied again: %d, want 1 (dana wrote nothing since hers)", n)
+	}
+	if st := e.userStats("dana"); st.TurnsReceived != 0 {
+		t.Errorf("dana after her forget was applied again: %+v; want her memory gone", st)
 	}
 }
