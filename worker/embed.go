@@ -1085,11 +1085,16 @@ func embedSplitting(ctx context.Context, emb Embedder, texts []string, out [][]f
 		// default batch), so its start, cut shorter, may pass and the
 		// text get the vector of its start, as the cut means it to.
 		// Before, it got none.
-		if v := embedStart(ctx, emb, texts[0]); v != nil {
+		v, serr := embedStart(ctx, emb, texts[0])
+		if v != nil {
 			out[0] = v
 			return 0, nil, nil
 		}
-		if gaveUp != nil {
+		if gaveUp != nil && serr == nil {
+			// Recorded only when every start was refused too: a start
+			// the server failed (a 503, a timeout, a dropped
+			// connection) says nothing of the text, and recorded, the
+			// item was left out by every sweep for good.
 			gaveUp[0] = true
 		}
 		return 1, err, nil
@@ -1141,9 +1146,12 @@ const minEmbedStartBytes = 1 << 10
 
 // embedStart embeds the start of a text the server refused alone as
 // input, halving it (from 4 KiB) down to minEmbedStartBytes while the
-// server refuses it as input; nil when no start was embedded (a refusal
-// for what the text holds, not its length, or another error).
-func embedStart(ctx context.Context, emb Embedder, text string) []float32 {
+// server refuses it as input. No vector and no error: every start tried
+// was refused as input too, or the text is too short to cut (a refusal
+// for what the text holds, or a model of a tiny context). No vector and
+// an error: a start met another failure (the server's, maybe passing),
+// which tells nothing of the text.
+func embedStart(ctx context.Context, emb Embedder, text string) ([]float32, error) {
 	for n := min(len(text)/2, maxEmbedInputBytes/2); n >= minEmbedStartBytes; n /= 2 {
 		cut := n
 		for cut > 0 && !utf8.RuneStart(text[cut]) {
@@ -1152,12 +1160,14 @@ func embedStart(ctx context.Context, emb Embedder, text string) []float32 {
 		vs, err := emb.Embed(ctx, []string{text[:cut]})
 		switch {
 		case err == nil && len(vs) == 1 && vs[0] != nil:
-			return vs[0]
+			return vs[0], nil
+		case err == nil:
+			return nil, errors.New("no usable vector for the start of a refused text")
 		case !embedding.RefusedInput(err):
-			return nil
+			return nil, err
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // failedOnInput reports whether the server answered a request with an

@@ -106,3 +106,44 @@ func TestEmbedRefusalOfEveryRequestIsNotRecorded(t *testing.T) {
 		t.Errorf("items missing a vector: %d (%v), want 1: a refusal of every request is not the text's", len(refs), err)
 	}
 }
+
+// TestEmbedStartFailingIsNotRecordedAsRefused: a long text refused whole
+// (over a 512-token model's context) whose shorter start then meets a
+// failure of the server's (a 503 while it restarts, a timeout, a dropped
+// connection) was refused for nothing it holds: it is not recorded as
+// refused, and the next sweep sends it again, its start embedded once
+// the server answers. Before, embedStart's failure counted as every start
+// refused, and the item was left out by every sweep for good.
+func TestEmbedStartFailingIsNotRecordedAsRefused(t *testing.T) {
+	e := setup(t)
+	srv := embeddingtest.New(t)
+	srv.RefuseOver(3000)
+	long := "LONG " + strings.Repeat("a pasted paragraph ", 400) // 7,605 bytes
+	if _, err := e.store.InsertContext(e.ctx, []store.ContextWrite{
+		{UserID: "alice", Question: "a note", Answer: "a short answer", CreatedAt: t0},
+		{UserID: "alice", Question: "a long note", Answer: long, CreatedAt: t0},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := e.startWorker(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
+	// The batch (refused), the probe's shortest text alone (embedded),
+	// the halves: the short one (embedded), the long one (refused); then
+	// the long one's 4 KiB start: the server fails from there on.
+	srv.FailFrom(5, http.StatusServiceUnavailable)
+	if _, err := w.Enqueuer().EnqueueMissingEmbeddings(e.ctx, "", "m1", 64, 1); err != nil {
+		t.Fatal(err)
+	}
+	e.waitEmbedJobsOver()
+	for i, in := range srv.Sent() {
+		t.Logf("request %d: %d texts, the first %d bytes", i+1, len(in), len(in[0]))
+	}
+	srv.Recover()
+	if c, err := e.store.CountEmbeddings(e.ctx, "alice", "m1"); err != nil || c.Refused != 0 {
+		t.Errorf("count %+v (%v), want none refused: the server failed the text's start, it did not refuse it", c, err)
+	}
+	n, err := w.Enqueuer().EnqueueMissingEmbeddings(e.ctx, "", "m1", 64, 1)
+	if err != nil || n != 1 {
+		t.Fatalf("the next sweep found %d items (%v), want the long one", n, err)
+	}
+	e.waitEmbedded("alice", "m1", 2)
+}
