@@ -358,14 +358,20 @@ func (s *Store) CountUserEmbeddings(ctx context.Context, userID, model string) (
 }
 
 // CountRefusedEmbeddings counts the items, every user's, whose current
-// text the server refused for model (SaveEmbeddingRefusals): one read of
-// embedding_refusals, which holds only refusals, and a primary key probe
-// of context each (the metrics' gauge, each scrape).
+// text the server refused for model (SaveEmbeddingRefusals) and that have
+// no vector of it, as CountEmbeddings' Refused does: one read of
+// embedding_refusals, which holds only refusals, joined to their items
+// (the metrics' gauge, each scrape). A refusal row outlives a vector
+// saved later for the same text (a job's retry once the server took
+// longer texts, a serve of a release before 065, whose sweep sends
+// refused texts again): such an item is not counted.
 func (s *Store) CountRefusedEmbeddings(ctx context.Context, model string) (int64, error) {
 	var n int64
 	err := s.db.QueryRow(ctx, `SELECT count(*) FROM embedding_refusals r
 		JOIN context c ON c.id = r.context_id AND c.content_hash = r.content_hash
-		WHERE r.model = $1`, model).Scan(&n)
+		WHERE r.model = $1
+		  AND NOT EXISTS (SELECT FROM context_embeddings e
+			WHERE e.context_id = c.id AND e.model = $1 AND e.content_hash = c.content_hash`+usableVector("e", "$1")+`)`, model).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count refused embeddings: %w", err)
 	}
