@@ -124,6 +124,14 @@ stdout.`)
 		// Only a serve embedding with this model runs these jobs.
 		return fmt.Errorf("interrupted: the rest is enqueued for a serve running with --embed-model %s to embed; re-running the backfill is safe", model)
 	}
+	var ne *app.NotEmbeddedError
+	if errors.As(err, &ne) && !retryRefused && ne.Chunks == 0 && ne.Items == ne.Refused && ne.Refused <= refused {
+		// Only the items refused before, which this backfill left out
+		// (said above), lack a vector: it embedded what it enqueued.
+		// Before, it exited 1 for them, though a backfill with nothing
+		// else to embed exited 0, and no run would send them again.
+		err = nil
+	}
 	if err != nil {
 		return err
 	}

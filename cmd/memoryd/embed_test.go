@@ -256,3 +256,35 @@ func embedSetup(t *testing.T, items ...store.ContextWrite) (dbURL string, s *sto
 	prefix, stream = eventstest.Names(t, eventstest.Conn(t))
 	return dbURL, s, embeddingtest.New(t), prefix, stream
 }
+
+// TestEmbedBackfillLeavesOutTheRefusedAndSucceeds: a backfill without
+// --retry-refused leaves out the items the server refused before, and so
+// does not fail for them once it has embedded what it enqueued. Before,
+// it said it left them out, embedded a new item, then exited 1 naming
+// them (while one with nothing new to embed exited 0): a backfill run
+// from cron failed every night for an item no run would send again.
+func TestEmbedBackfillLeavesOutTheRefusedAndSucceeds(t *testing.T) {
+	t.Parallel()
+	dbURL, s, srv, prefix, stream := embedSetup(t,
+		store.ContextWrite{UserID: "alice", Question: "my canine companion", Answer: "Rex"},
+		store.ContextWrite{UserID: "alice", Question: "a pasted log", Answer: "POISON"})
+	srv.RefuseContaining("POISON")
+	if out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--user", "alice", "--embed-base-url", srv.URL, "--embed-model", "m1"); code != 1 {
+		t.Fatalf("first backfill exited %d\nstdout:\n%s\nstderr:\n%s\nwant 1, the item refused", code, out, errOut)
+	}
+	if _, err := s.InsertContext(context.Background(), []store.ContextWrite{{UserID: "alice", Question: "home town", Answer: "Paris"}}); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--user", "alice", "--embed-base-url", srv.URL, "--embed-model", "m1")
+	if code != 0 || !strings.Contains(out, "1 item without a m1 vector to embed") || !strings.Contains(out, "1 item the embeddings server refused before left out") || !strings.Contains(out, "embedding done") {
+		t.Errorf("backfill of a new item beside a refused one: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit 0, the new item embedded, the refused one left out", code, out, errOut)
+	}
+	// One refused by this very run still fails it.
+	if _, err := s.InsertContext(context.Background(), []store.ContextWrite{{UserID: "alice", Question: "another log", Answer: "POISON again"}}); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--user", "alice", "--embed-base-url", srv.URL, "--embed-model", "m1")
+	if code != 1 || !strings.Contains(errOut, "but for the 2 items whose text it refused as input") {
+		t.Errorf("backfill of an item refused by it: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit 1", code, out, errOut)
+	}
+}
