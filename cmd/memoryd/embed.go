@@ -122,7 +122,11 @@ stdout.`)
 	})
 	if err != nil && ctx.Err() != nil {
 		// Only a serve embedding with this model runs these jobs.
-		return fmt.Errorf("interrupted: the rest is enqueued for a serve running with --embed-model %s to embed; re-running the backfill is safe", model)
+		flags := "--embed-model " + svc.Config().Embed.Model
+		if d := svc.Config().Embed.Dimensions; d > 0 {
+			flags += fmt.Sprintf(" --embed-dimensions %d", d)
+		}
+		return fmt.Errorf("interrupted: the rest is enqueued for a serve running with %s to embed; re-running the backfill is safe", flags)
 	}
 	var ne *app.NotEmbeddedError
 	if errors.As(err, &ne) && !retryRefused && ne.Chunks == 0 && ne.Items == ne.Refused && ne.Refused <= refused {

@@ -117,6 +117,15 @@ func TestEmbedBackfillChecksTheServerFirst(t *testing.T) {
 	if n := srv.Requests(); n != 1 {
 		t.Errorf("%d requests sent for the unknown model, want the test text's 1", n)
 	}
+	// Dimensions the model does not take (OpenAI's 400 to "dimensions"
+	// for text-embedding-ada-002, or over the model's size) are named
+	// with the flags the operator gave, not the stored name
+	// ("m1?dimensions=99999" is no --embed-model value).
+	srv.Fail(http.StatusBadRequest, "")
+	out, errOut, code = runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--embed-base-url", srv.URL, "--embed-model", "m1", "--embed-dimensions", "99999")
+	if code != 1 || !strings.Contains(errOut, "refused a test text for --embed-model m1 --embed-dimensions 99999 (is the model served there, under that name, and does it take --embed-dimensions 99999?)") {
+		t.Errorf("backfill with dimensions refused: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit 1 naming the flags", code, out, errOut)
+	}
 	// A key refused is said to be the key, not the model (a key-rotation
 	// walk was asked whether the model was served).
 	srv.Fail(http.StatusUnauthorized, "")

@@ -164,12 +164,18 @@ func (a *App) probeEmbedder(ctx context.Context, emb interface {
 	case errors.Is(err, embedding.ErrPermanent), embedding.IsMisconfigured(err):
 		// A 401 or 403 is the key, not the model: an operator's walk with
 		// a revoked key was asked whether the model was served.
-		hint := "is the model served there, under that name?"
+		hint, flags := "is the model served there, under that name?", "--embed-model "+a.cfg.Embed.Model
+		if d := a.cfg.Embed.Dimensions; d > 0 {
+			// The stored name (model?dimensions=N) is no --embed-model
+			// value, and a model that takes no dimensions, or not these,
+			// refuses every request as a model not served does not.
+			hint, flags = fmt.Sprintf("is the model served there, under that name, and does it take --embed-dimensions %d?", d), fmt.Sprintf("%s --embed-dimensions %d", flags, d)
+		}
 		var e *embedding.Error
 		if errors.As(err, &e) && (e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden) {
 			hint = "is --embed-api-key or --embed-api-key-file a key the server takes?"
 		}
-		return fmt.Errorf("the embeddings server refused a test text for --embed-model %s (%s): %w; nothing enqueued", emb.Model(), hint, err)
+		return fmt.Errorf("the embeddings server refused a test text for %s (%s): %w; nothing enqueued", flags, hint, err)
 	case err != nil && work:
 		return fmt.Errorf("the embeddings server did not embed a test text: %w; nothing enqueued: run again once it answers (or with --no-work, to leave the jobs to the serves)", err)
 	case err != nil:
