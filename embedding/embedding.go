@@ -164,7 +164,8 @@ func (c Config) Validate() error {
 // them as a model changed behind it (embedding_models), and no item got
 // one until `memoryd embed --backfill --dims`. Under a name of their own
 // they are a change of model: the sweep re-embeds every item in the
-// background while the old vectors serve.
+// background, while the old vectors serve the processes still asking for
+// the old size (a query of the new size cannot be compared with them).
 func (c Config) StoredModel() string {
 	if c.Dimensions > 0 {
 		return c.Model + "?dimensions=" + strconv.Itoa(c.Dimensions)
