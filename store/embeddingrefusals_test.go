@@ -35,8 +35,15 @@ func TestRefusedEmbeddingsCountItemsWithoutAVector(t *testing.T) {
 	if n, err := s.SaveEmbeddingRefusals(ctx, "m1", rs); err != nil || n != 3 {
 		t.Fatalf("saved %d refusals (%v), want 3", n, err)
 	}
-	// The first item embedded after all.
-	saveAll(t, ctx, s, "alice", "m1", ids[:1])
+	// The first item embedded after all (by a job of a release before
+	// 065, whose targets leave no refused item out).
+	if _, err := s.SaveEmbeddings(ctx, "m1", []store.EmbeddingWrite{{ContextID: ids[0], ContentHash: rs[0].ContentHash, Dims: 3, Vector: vec(ids[0], "m1")}}); err != nil {
+		t.Fatal(err)
+	}
+	// A refused item is no embed job's target.
+	if ts, err := s.EmbeddingTargets(ctx, "alice", ids[:2], "m1"); err != nil || len(ts) != 0 {
+		t.Errorf("targets %v (%v), want none: one embedded, one refused", ts, err)
+	}
 	if c, err := s.CountEmbeddings(ctx, "alice", "m1"); err != nil || c != (store.EmbeddingCount{Items: 2, Embedded: 1, Refused: 1}) {
 		t.Errorf("alice's count %+v (%v), want 2 items, 1 embedded, 1 refused", c, err)
 	}

@@ -162,7 +162,9 @@ func (s *Store) SetEmbeddingDims(ctx context.Context, model string, dims int) er
 // EmbeddingTargets returns those of the user's items ids that have no
 // usable current vector for model (none, one of text the item no longer
 // holds, or one usableVector refuses), in id order. Items gone are left
-// out.
+// out, and so are those whose current text the server refused for model
+// (SaveEmbeddingRefusals): a job that holds one (enqueued by the sweep
+// of a release before 065, or retried for another item) sent it again.
 func (s *Store) EmbeddingTargets(ctx context.Context, userID string, ids []int64, model string) ([]EmbeddingTarget, error) {
 	refs := make([]ContextRef, len(ids))
 	for i, id := range ids {
@@ -184,6 +186,7 @@ func (s *Store) EmbeddingTargetsOf(ctx context.Context, refs []ContextRef, model
 		JOIN context c ON c.user_id = r.u AND c.id = r.i
 		WHERE NOT EXISTS (SELECT FROM context_embeddings e
 			WHERE e.context_id = c.id AND e.model = $3 AND e.content_hash = c.content_hash`+usableVector("e", "$3")+`)
+		  AND NOT `+refusedItem("c", "$3")+`
 		ORDER BY c.user_id, c.id`, users, ids, model)
 	if err != nil {
 		return nil, fmt.Errorf("embedding targets: %w", err)

@@ -147,3 +147,34 @@ func TestEmbedStartFailingIsNotRecordedAsRefused(t *testing.T) {
 	}
 	e.waitEmbedded("alice", "m1", 2)
 }
+
+// TestEmbedJobLeavesOutRefusedItems: a job that holds an item already
+// recorded as refused for its current text (enqueued by the sweep of a
+// serve of the release before 065, which knows no refusals, or a job
+// retried for another of its items) does not send it again. Before, the
+// skip held for this release's sweep and backfill only: during a rolling
+// upgrade the old leader's hourly sweep had every refused text sent
+// (whole, then by its starts, then the control text) again.
+func TestEmbedJobLeavesOutRefusedItems(t *testing.T) {
+	e := setup(t)
+	srv := embeddingtest.New(t)
+	srv.RefuseContaining("POISON")
+	ids, err := e.store.InsertContext(e.ctx, []store.ContextWrite{{UserID: "alice", Question: "a pasted log", Answer: "POISON", CreatedAt: t0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := e.startWorker(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
+	if _, err := w.Enqueuer().EnqueueMissingEmbeddings(e.ctx, "", "m1", 64, 1); err != nil {
+		t.Fatal(err)
+	}
+	e.waitEmbedJobsOver()
+	if c, err := e.store.CountEmbeddings(e.ctx, "alice", "m1"); err != nil || c.Refused != 1 {
+		t.Fatalf("count %+v (%v), want the item refused", c, err)
+	}
+	before := srv.Requests()
+	e.insertEmbedJob("alice", "m1", ids) // as an older release's sweep enqueues it
+	e.waitEmbedJobsOver()
+	if n := srv.Requests() - before; n != 0 {
+		t.Errorf("a job holding the refused item sent %d requests, want none", n)
+	}
+}
