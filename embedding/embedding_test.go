@@ -460,3 +460,27 @@ func TestQueryCutAfterARefusal(t *testing.T) {
 		t.Errorf("the last query was sent as %d bytes, want at most 3000", len(in[len(in)-1]))
 	}
 }
+
+// TestQueryCutIgnoresARefusalOfWhatItHolds: a text refused no longer than
+// one the server took was refused for what it holds, not its length, and
+// teaches no cut: before, a 3,000-byte text refused after 3,500 taken set
+// the cut to 1,500 bytes, and every later long query of the process (an
+// enrich-only serve sends no longer text again) was cut to it.
+func TestQueryCutIgnoresARefusalOfWhatItHolds(t *testing.T) {
+	srv := embeddingtest.New(t)
+	c := newClient(t, srv, embedding.Config{Model: "m", CutInputs: true})
+	if _, err := c.Embed(context.Background(), []string{strings.Repeat("a", 3500)}); err != nil {
+		t.Fatal(err)
+	}
+	srv.RefuseContaining("POISON")
+	if _, err := c.Embed(context.Background(), []string{"POISON" + strings.Repeat("b", 3000)}); !embedding.RefusedInput(err) {
+		t.Fatalf("POISON: %v, want refused", err)
+	}
+	long := strings.Repeat("c", 5000)
+	if _, err := c.Embed(context.Background(), []string{long}); err != nil {
+		t.Fatal(err)
+	}
+	if in := srv.Inputs(); len(in[len(in)-1]) != len(long) {
+		t.Errorf("a long query after a refusal of what a text held was sent as %d bytes, want all %d", len(in[len(in)-1]), len(long))
+	}
+}

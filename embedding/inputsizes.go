@@ -65,18 +65,19 @@ func (s *InputSizes) noteAccepted(n int) {
 }
 
 // noteRefused learns that a text of n bytes, sent alone, was refused as
-// input; one shorter than twice minLearnedCut is not learnt from.
+// input; one shorter than twice minLearnedCut, or no longer than a text
+// the server took, was refused for what it holds, and is not learnt from.
 func (s *InputSizes) noteRefused(n int) {
 	if s == nil || n < 2*minLearnedCut {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if n <= s.accepted {
+		return
+	}
 	if s.refused == 0 || n < s.refused {
 		s.refused = n
-		if s.accepted >= n {
-			s.accepted = 0
-		}
 	}
 }
 
