@@ -417,6 +417,15 @@ func (c *Client) request(ctx context.Context, batch []string) (vs [][]float32, b
 	if len(bad) == len(batch) && len(batch) > 1 {
 		return nil, nil, newError(KindTransient, "the server answered each of %d texts with an unusable vector (null, non-number, non-finite or all zero)", len(batch))
 	}
+	if want := c.cfg.Dimensions; want > 0 && dims > 0 && dims != want {
+		// A server without "dimensions" (Ollama's, most local ones)
+		// answers its model's own size: stored under the name of the
+		// size asked (StoredModel), they would be mislabelled, and a
+		// query of a server that does take it would not match them.
+		e := newError(KindTransient, "the server answered vectors of %d dimensions where %d were asked (\"dimensions\"): it does not shorten vectors; ask without dimensions", dims, want)
+		e.Unreachable, e.Misconfigured = true, true
+		return nil, nil, e
+	}
 	if dims > 0 {
 		c.dims.Store(int64(dims))
 	}

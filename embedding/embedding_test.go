@@ -412,7 +412,7 @@ func TestEmbedDimensionsSent(t *testing.T) {
 		body, name string
 	}{
 		{0, `{"input":["a"],"model":"text-embedding-3-small"}`, "text-embedding-3-small"},
-		{256, `{"input":["a"],"model":"text-embedding-3-small","dimensions":256}`, "text-embedding-3-small?dimensions=256"},
+		{2, `{"input":["a"],"model":"text-embedding-3-small","dimensions":2}`, "text-embedding-3-small?dimensions=2"},
 	} {
 		c, err := embedding.New(embedding.Config{BaseURL: srv.URL + "/v1", Model: "text-embedding-3-small", Dimensions: tc.dims})
 		if err != nil {
@@ -482,5 +482,26 @@ func TestQueryCutIgnoresARefusalOfWhatItHolds(t *testing.T) {
 	}
 	if in := srv.Inputs(); len(in[len(in)-1]) != len(long) {
 		t.Errorf("a long query after a refusal of what a text held was sent as %d bytes, want all %d", len(in[len(in)-1]), len(long))
+	}
+}
+
+// TestEmbedDimensionsIgnoredIsMisconfigured: a server that does not take
+// "dimensions" (Ollama's, most local ones) answers its model's own size;
+// before, those vectors were stored under the name of the size asked
+// (model?dimensions=N) without a word. It is the configuration's error,
+// as a wrong model's: every request fails alike until it is changed.
+func TestEmbedDimensionsIgnoredIsMisconfigured(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"data":[{"index":0,"embedding":[0.5,0.5,0.5,0.5]}]}`)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := embedding.New(embedding.Config{BaseURL: srv.URL + "/v1", Model: "nomic-embed-text", Dimensions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Embed(context.Background(), []string{"a"})
+	if !embedding.IsMisconfigured(err) || !strings.Contains(fmt.Sprint(err), "4 dimensions where 2 were asked") {
+		t.Errorf("4 dimensions answered where 2 asked: %v, want the configuration refused, naming both", err)
 	}
 }

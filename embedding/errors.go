@@ -200,7 +200,7 @@ func (e *Error) Error() string {
 	if e.Misconfigured {
 		// Transient only in that it is waited for: "transient" read as a
 		// passing fault, for a key refused.
-		return "embedding: embeddings server refuses this configuration (API key, model or base URL): " + e.Reason
+		return "embedding: embeddings server refuses this configuration (API key, model, base URL or dimensions): " + e.Reason
 	}
 	return e.sentinel().Error() + ": " + e.Reason
 }
