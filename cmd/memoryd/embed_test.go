@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -179,6 +180,24 @@ func TestEmbedBackfillEndsWhenTheServerRefusesAText(t *testing.T) {
 	out, errOut, code = runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--user", "alice", "--retry-refused", "--embed-base-url", srv.URL, "--embed-model", "m1")
 	if code != 1 || !strings.Contains(out, "1 item without a m1 vector to embed") || !strings.Contains(errOut, "but for the 1 items whose text it refused as input") {
 		t.Errorf("backfill --retry-refused: exit %d\nstdout:\n%s\nstderr:\n%s\nwant the refused item sent again, and refused again", code, out, errOut)
+	}
+}
+
+// A backfill with --dims (the model behind the name changed) sends the
+// texts the old model refused again: the new model may take them. Before,
+// their refusals outlived the model they were of.
+func TestEmbedBackfillWithDimsForgetsTheOldModelsRefusals(t *testing.T) {
+	t.Parallel()
+	dbURL, _, srv, prefix, stream := embedSetup(t,
+		store.ContextWrite{UserID: "alice", Question: "my canine companion", Answer: "Rex"},
+		store.ContextWrite{UserID: "alice", Question: "a pasted log", Answer: "POISON"})
+	srv.RefuseContaining("POISON")
+	if out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--embed-base-url", srv.URL, "--embed-model", "m1"); code != 1 {
+		t.Fatalf("first backfill: exit %d\nstdout:\n%s\nstderr:\n%s\nwant 1, the text refused", code, out, errOut)
+	}
+	out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--dims", strconv.Itoa(embeddingtest.DefaultDims), "--embed-base-url", srv.URL, "--embed-model", "m1")
+	if code != 1 || !strings.Contains(out, "1 item without a m1 vector to embed") {
+		t.Errorf("backfill --dims: exit %d\nstdout:\n%s\nstderr:\n%s\nwant the refused item sent again (and refused again: exit 1)", code, out, errOut)
 	}
 }
 

@@ -131,7 +131,8 @@ type EmbedOptions struct {
 	Documents *int
 	// Dims, when positive, is recorded as the model's dimensions first
 	// (store.SetEmbeddingDims): the model behind its name changed, and
-	// every vector of other dimensions is to be embedded anew.
+	// every vector of other dimensions is to be embedded anew; the
+	// refusals recorded for the name, every user's, are forgotten.
 	Dims int
 	// RetryRefused forgets the refusals recorded for the model first
 	// (store.ForgetEmbeddingRefusals), so that the items whose text the
@@ -235,8 +236,14 @@ func (a *App) EmbedBackfill(ctx context.Context, o EmbedOptions) (int, error) {
 	if _, err := enq.RetryWaitingEmbeds(ctx, emb.Model()); err != nil {
 		return 0, err
 	}
-	if o.RetryRefused {
-		if _, err := s.ForgetEmbeddingRefusals(ctx, o.User, emb.Model()); err != nil {
+	if o.RetryRefused || o.Dims > 0 {
+		// With Dims, the refusals were the old model's, of every user:
+		// the new one may take those texts.
+		user := o.User
+		if o.Dims > 0 {
+			user = ""
+		}
+		if _, err := s.ForgetEmbeddingRefusals(ctx, user, emb.Model()); err != nil {
 			return 0, err
 		}
 	} else if o.Refused != nil {
