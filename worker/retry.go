@@ -503,7 +503,7 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 	}
 	digest := replyDigestOf(err)
 	if digest != "" && !permanent && digest == metaString(job.Metadata, metaInvalidReply) {
-		cause := fmt.Errorf(repeatedReplyReason+", not retried: %w", err)
+		cause := fmt.Errorf(repeatedReplyReason+", not retried (it fails alike until --llm-model, its server's settings or --llm-response-format change; then memoryd retry-failed): %w", err)
 		return verdict{river: river.JobCancel(cause), label: outcomeFailed, record: true, final: true, crashes: crashes, cause: cause}
 	}
 	if permanent || job.Attempt >= jobAttempts(job.MaxAttempts, job.Metadata, b.maxAttempts) {
@@ -556,7 +556,9 @@ func replyDigestOf(err error) string {
 
 // repeatedReplyReason begins the error of turns failed because the model
 // gave the same invalid replies to the same request at two attempts
-// (outcome).
+// (outcome). The error goes on to name what mends the turn: memoryd failed
+// shows it, and retry-failed alone fails it alike (an operations walk: the
+// error said only "not retried").
 const repeatedReplyReason = "the model gave the same invalid replies to the same request as at an earlier attempt"
 
 // metaString reads a string from a job's metadata; absent or not a string

@@ -620,6 +620,15 @@ func TestOutcomeRepeatedInvalidReply(t *testing.T) {
 	if !errors.As(v.river, &c) || !v.final || v.label != outcomeFailed || v.cause == nil || !strings.HasPrefix(v.cause.Error(), repeatedReplyReason) {
 		t.Errorf("same replies: verdict %+v, want the job cancelled, failed for good, saying why", v)
 	}
+	// memoryd failed shows the cause: it names what mends the turn, since
+	// retry-failed alone fails it alike.
+	if v.cause != nil {
+		for _, want := range []string{"--llm-model", "--llm-response-format", "memoryd retry-failed", "reply contains no JSON object"} {
+			if !strings.Contains(v.cause.Error(), want) {
+				t.Errorf("same replies: cause %q does not name %s", v.cause, want)
+			}
+		}
+	}
 	v = outcome(invalid("bb"), job(`{"memoryd_invalid_reply": "aa"}`), false, b)
 	if errors.As(v.river, &c) || v.final || v.label != outcomeRetry || v.invalidReply != "bb" {
 		t.Errorf("other replies: verdict %+v, want a retry keeping digest bb", v)
