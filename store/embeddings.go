@@ -482,14 +482,19 @@ func (s *Store) SaveEmbeddingRefusals(ctx context.Context, model string, rs []Em
 // ForgetEmbeddingRefusals deletes the refusals recorded for model of
 // userID's items (every user's when empty), so that MissingEmbeddings
 // finds those items again (`memoryd embed --backfill --retry-refused`:
-// the server now takes longer texts), and returns how many it deleted.
+// the server now takes longer texts), and returns how many of them were
+// of the items' current texts (those a refusal left out; one of a text
+// since edited left out nothing).
 func (s *Store) ForgetEmbeddingRefusals(ctx context.Context, userID, model string) (int64, error) {
-	tag, err := s.db.Exec(ctx, `DELETE FROM embedding_refusals r USING context c
-		WHERE r.context_id = c.id AND r.model = $2 AND ($1 = '' OR c.user_id = $1)`, userID, model)
+	var n int64
+	err := s.db.QueryRow(ctx, `WITH d AS (DELETE FROM embedding_refusals r USING context c
+		WHERE r.context_id = c.id AND r.model = $2 AND ($1 = '' OR c.user_id = $1)
+		RETURNING r.content_hash = c.content_hash AS current)
+		SELECT count(*) FILTER (WHERE current) FROM d`, userID, model).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("forget embedding refusals: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 // UserVectors is a user's current vectors of one model, as a process caches

@@ -107,7 +107,15 @@ stdout.`)
 	// run now: none is sent twice.
 	fmt.Fprintf(a.stdout, "%s without a %s vector to embed (enqueued, or their waiting jobs run now)\n", plural(n, "item", "items"), model)
 	fmt.Fprintf(a.stdout, "%s with chunks without a %s vector to embed (enqueued, or their waiting jobs run now)\n", plural(docs, "document", "documents"), model)
-	if refused > 0 {
+	switch {
+	case refused > 0 && (retryRefused || dims > 0):
+		// Said, so that the operator sees the flag did something.
+		why := "--retry-refused"
+		if dims > 0 {
+			why = "--dims: the model behind the name changed"
+		}
+		fmt.Fprintf(a.stdout, "%s the embeddings server refused before sent again (%s)\n", plural(int(refused), "item", "items"), why)
+	case refused > 0:
 		fmt.Fprintf(a.stdout, "%s the embeddings server refused before left out (--retry-refused sends them again)\n", plural(int(refused), "item", "items"))
 	}
 	if noWk || n+docs == 0 {
@@ -129,7 +137,7 @@ stdout.`)
 		return fmt.Errorf("interrupted: the rest is enqueued for a serve running with %s to embed; re-running the backfill is safe", flags)
 	}
 	var ne *app.NotEmbeddedError
-	if errors.As(err, &ne) && !retryRefused && ne.Chunks == 0 && ne.Items == ne.Refused && ne.Refused <= refused {
+	if errors.As(err, &ne) && !retryRefused && dims == 0 && ne.Chunks == 0 && ne.Items == ne.Refused && ne.Refused <= refused {
 		// Only the items refused before, which this backfill left out
 		// (said above), lack a vector: it embedded what it enqueued.
 		// Before, it exited 1 for them, though a backfill with nothing

@@ -178,7 +178,8 @@ func TestEmbedBackfillEndsWhenTheServerRefusesAText(t *testing.T) {
 		t.Errorf("backfill again sent %d requests, want 1 (its test text)", n)
 	}
 	out, errOut, code = runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--user", "alice", "--retry-refused", "--embed-base-url", srv.URL, "--embed-model", "m1")
-	if code != 1 || !strings.Contains(out, "1 item without a m1 vector to embed") || !strings.Contains(errOut, "but for the 1 items whose text it refused as input") {
+	if code != 1 || !strings.Contains(out, "1 item without a m1 vector to embed") || !strings.Contains(errOut, "but for the 1 items whose text it refused as input") ||
+		!strings.Contains(out, "1 item the embeddings server refused before sent again (--retry-refused)") {
 		t.Errorf("backfill --retry-refused: exit %d\nstdout:\n%s\nstderr:\n%s\nwant the refused item sent again, and refused again", code, out, errOut)
 	}
 }
@@ -196,7 +197,7 @@ func TestEmbedBackfillWithDimsForgetsTheOldModelsRefusals(t *testing.T) {
 		t.Fatalf("first backfill: exit %d\nstdout:\n%s\nstderr:\n%s\nwant 1, the text refused", code, out, errOut)
 	}
 	out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--dims", strconv.Itoa(embeddingtest.DefaultDims), "--embed-base-url", srv.URL, "--embed-model", "m1")
-	if code != 1 || !strings.Contains(out, "1 item without a m1 vector to embed") {
+	if code != 1 || !strings.Contains(out, "1 item without a m1 vector to embed") || !strings.Contains(out, "1 item the embeddings server refused before sent again (--dims") {
 		t.Errorf("backfill --dims: exit %d\nstdout:\n%s\nstderr:\n%s\nwant the refused item sent again (and refused again: exit 1)", code, out, errOut)
 	}
 }

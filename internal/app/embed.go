@@ -140,7 +140,9 @@ type EmbedOptions struct {
 	// Without it they are left out, as the sweep leaves them.
 	RetryRefused bool
 	// Refused, when set, is set to how many items in scope the server
-	// refused and this backfill leaves out (store.EmbeddingCount.Refused).
+	// refused and this backfill leaves out (store.EmbeddingCount.Refused);
+	// with RetryRefused, to how many refusals it forgot, whose items it
+	// sends again.
 	Refused *int64
 }
 
@@ -243,8 +245,12 @@ func (a *App) EmbedBackfill(ctx context.Context, o EmbedOptions) (int, error) {
 		if o.Dims > 0 {
 			user = ""
 		}
-		if _, err := s.ForgetEmbeddingRefusals(ctx, user, emb.Model()); err != nil {
+		f, err := s.ForgetEmbeddingRefusals(ctx, user, emb.Model())
+		if err != nil {
 			return 0, err
+		}
+		if o.Refused != nil {
+			*o.Refused = f
 		}
 	} else if o.Refused != nil {
 		c, err := s.CountEmbeddings(ctx, o.User, emb.Model())
