@@ -461,6 +461,10 @@ func (w *Worker) EmbedRefusing() *Outage { return w.embedRefusing.load() }
 // succeeds", which no job would retry.
 const msgEmbedGivenUp = "; this job gave up: the hourly embed sweep enqueues them again, or run memoryd embed --backfill once the cause is fixed"
 
+// msgEmbedRefusedRecorded ends the line of an embed job that gave up on
+// texts recorded as refused (refusalsRecorded).
+const msgEmbedRefusedRecorded = "; this job gave up: the embeddings server refused their texts as input, recorded as refused, which the hourly embed sweep and memoryd embed --backfill leave out until the text or the model changes (memoryd embed --backfill --retry-refused sends them again, once the server takes longer texts)"
+
 // embedFailureLog is the level and message of an embed or chunk-embed
 // job's failure line (failed is its message). A counted wait is logged as
 // extraction's are: at the job's first wait a warning for the database out
@@ -474,6 +478,12 @@ func embedFailureLog(v verdict, err error, failed string) (slog.Level, string) {
 		// Not a failure: a rolling model change, or the previous model's
 		// jobs after one; the sweep of this model covers their items.
 		return slog.LevelDebug, failed
+	case v.final && errors.As(err, new(*refusalsRecorded)):
+		// Not an error to act on: the server does not take those texts,
+		// and the sweep and a backfill leave them out (an operations
+		// walk: this line said the sweep would enqueue them again, and
+		// told the operator to run the backfill, which left them out).
+		return slog.LevelWarn, failed + msgEmbedRefusedRecorded
 	case v.final:
 		return slog.LevelError, failed + msgEmbedGivenUp
 	case v.label == outcomeModelRefused:
@@ -749,6 +759,9 @@ func (w *Worker) embed(ctx context.Context, args EmbedArgs, claimed []claimedEmb
 	if rerr := w.saveRefusals(ctx, model, targets, gaveUp); rerr != nil {
 		return 0, rerr
 	}
+	if err != nil {
+		err = refusedAll(err, vs, gaveUp)
+	}
 	if vs == nil {
 		return 0, err
 	}
@@ -765,6 +778,30 @@ func (w *Worker) embed(ctx context.Context, args EmbedArgs, claimed []claimedEmb
 	// Saved what came; err (a *lostTexts, or a failure after some halves
 	// were embedded) has the job retried for the rest.
 	return int(n), err
+}
+
+// refusalsRecorded is the error of an embed run whose texts left without
+// a vector were all recorded as refused (saveRefusals): the job gives up,
+// and its line says what follows, which is not what follows other give-ups
+// (embedFailureLog).
+type refusalsRecorded struct{ err error }
+
+func (e *refusalsRecorded) Error() string { return e.err.Error() }
+func (e *refusalsRecorded) Unwrap() error { return e.err }
+
+// refusedAll is err marked as refusalsRecorded when every text without a
+// vector in vs (nil: none has one) was recorded as refused (gaveUp), and
+// err as it is otherwise.
+func refusedAll(err error, vs [][]float32, gaveUp []bool) error {
+	for i, g := range gaveUp {
+		if !g && (vs == nil || vs[i] == nil) {
+			return err
+		}
+	}
+	if !slices.Contains(gaveUp, true) {
+		return err
+	}
+	return &refusalsRecorded{err: err}
 }
 
 // saveRefusals records the targets whose texts the server refused alone
