@@ -228,8 +228,12 @@ func docsPut(ctx context.Context, a *cli, c *events.Client, o *clientOptions, ba
 		req := base
 		data, err := os.ReadFile(file)
 		if others := clashes[i]; err == nil && len(others) > 0 {
-			err = fmt.Errorf("document id %q is also %s's (a file's id is its name), so neither is put: "+
-				"give each its own id with --id (one file a put), or put them into separate collections", filepath.Base(file), strings.Join(others, "'s and "))
+			none := "neither is put"
+			if len(others) > 1 {
+				none = "none of them is put"
+			}
+			err = fmt.Errorf("document id %q is also %s's (a file's id is its name), so %s: "+
+				"give each its own id with --id (one file a put), or put them into separate collections", filepath.Base(file), strings.Join(others, "'s and "), none)
 		}
 		if err == nil {
 			req.Content, req.Source = string(data), filepath.Base(file)

@@ -55,6 +55,20 @@ func TestDocsPutSameIDTwice(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "[2/2] "+again+": unchanged") {
 		t.Errorf("docs put of one file twice: exit %d\nstdout %s\nstderr %s", code, out, errOut)
 	}
+	// Three files of one name: each line names the other two, and says
+	// none of them is put ("neither" is of two).
+	riverReadme := filepath.Join(dir, "river", "README.md")
+	if err := os.MkdirAll(filepath.Dir(riverReadme), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(riverReadme, []byte("# River\n\nJobs in Postgres.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = put(natsReadme, pgxReadme, riverReadme)
+	if code != 1 || !strings.Contains(out, "[1/3] "+natsReadme+`: failed: document id "README.md" is also `+pgxReadme+"'s and "+riverReadme+"'s") ||
+		strings.Contains(out, "neither") || !strings.Contains(out, "none of them is put") {
+		t.Errorf("docs put of three README.md: exit %d\nstdout %s\nstderr %s\nwant each naming the other two, none of them put", code, out, errOut)
+	}
 	// With --id, one file a put, each README is its own document.
 	for _, f := range []struct{ id, file string }{{"nats.go/README.md", natsReadme}, {"pgx/README.md", pgxReadme}} {
 		if out, errOut, code := put("--id", f.id, f.file); code != 0 {
