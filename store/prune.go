@@ -422,10 +422,26 @@ func (s *Store) deleteVictims(ctx context.Context, candidates string, n int, arg
 		if err != nil || len(held) == 0 {
 			return err
 		}
-		tag, err := q.db.Exec(ctx, `DELETE FROM context c WHERE c.id = ANY($1)
-			AND NOT EXISTS (SELECT FROM context_embeddings e WHERE e.context_id = c.id AND e.user_id <> ALL($2))`, held, users)
-		deleted = tag.RowsAffected()
-		return err
+		// What imports recorded of the pairs deleted (import_sources) goes
+		// too, as with a clear (dropImportedPairs): left, a reset kept as
+		// imported the pair a turn of the user's stated again after the
+		// prune, and the replay's model added its own wording beside it
+		// (TestResetDeletesAPairFromATurnAfterTheImportedOneWasCleared/prune).
+		// The records are passed over when held (SKIP LOCKED): the prune
+		// holds its victims, and a forget holding the user's records waits
+		// for them (it deletes them anyway); waiting here closed a cycle.
+		return q.db.QueryRow(ctx, `WITH gone AS (
+				DELETE FROM context c WHERE c.id = ANY($1)
+				AND NOT EXISTS (SELECT FROM context_embeddings e WHERE e.context_id = c.id AND e.user_id <> ALL($2))
+				RETURNING c.user_id, c.content_hash
+			), records AS (
+				SELECT i.ctid FROM import_sources i JOIN gone g
+					ON i.user_id = g.user_id AND i.content = 'c:' || encode(g.content_hash, 'hex')
+				FOR UPDATE OF i SKIP LOCKED
+			), unimported AS (
+				DELETE FROM import_sources WHERE ctid IN (SELECT ctid FROM records)
+			)
+			SELECT count(*) FROM gone`, held, users).Scan(&deleted)
 	})
 	if err != nil {
 		return 0, err

@@ -179,7 +179,7 @@ func TestResetKeepsAPairImportedOverAHeldOne(t *testing.T) {
 // beside the new one's. A clear (or an update away) of the pair drops the
 // import's record of it.
 func TestResetDeletesAPairFromATurnAfterTheImportedOneWasCleared(t *testing.T) {
-	for _, how := range []string{"clear", "update"} {
+	for _, how := range []string{"clear", "update", "prune"} {
 		t.Run(how, func(t *testing.T) {
 			ctx, s := setup(t)
 			llm := store.Provenance{Extractor: "llm", Model: "m1", PromptVersion: "v3"}
@@ -199,11 +199,17 @@ func TestResetDeletesAPairFromATurnAfterTheImportedOneWasCleared(t *testing.T) {
 			if err != nil || len(items) != 1 {
 				t.Fatalf("kim's items after the import: %+v, %v; want the pair", items, err)
 			}
-			if how == "clear" {
+			switch how {
+			case "clear":
 				if _, err := s.DeleteContext(ctx, store.ContextDelete{UserID: "kim", ID: items[0].ID}); err != nil {
 					t.Fatal(err)
 				}
-			} else {
+			case "prune":
+				// The prune's cap: every item over none per user goes.
+				if n, err := s.DeleteContextOverCap(ctx, 0, 10); err != nil || n != 2 {
+					t.Fatalf("pruned %d items, %v; want ivan's and kim's", n, err)
+				}
+			default:
 				other := "Rex the dog"
 				if _, err := s.UpdateContext(ctx, store.ContextUpdate{UserID: "kim", ID: items[0].ID, Answer: &other}); err != nil {
 					t.Fatal(err)
