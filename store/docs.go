@@ -1008,13 +1008,17 @@ func (s *Store) GrantReader(ctx context.Context, scope, user string) (bool, erro
 			return err
 		}
 		tag, err := q.db.Exec(ctx, `INSERT INTO collection_readers (scope, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, scope, user)
-		if err != nil || tag.RowsAffected() == 0 {
+		if err != nil {
 			return err
 		}
+		granted = tag.RowsAffected() > 0
 		// Timed now, once inserted: the insert's own values are taken
 		// before it waits for another's insert of the grant (one that
-		// takes no lock: a serve of an earlier release).
-		granted = true
+		// takes no lock: a serve of an earlier release). A grant held
+		// already is timed again too (it reports no change): left with
+		// its time from before a forget running, the forget's delete took
+		// the grant given again during it, which given after its reply
+		// stays (TestForgetCollectionsKeepsAGrantMadeAgainAfterIt).
 		_, err = q.db.Exec(ctx, `UPDATE collection_readers SET granted_at = clock_timestamp() WHERE scope = $1 AND user_id = $2`, scope, user)
 		return err
 	})

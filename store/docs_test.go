@@ -1033,3 +1033,26 @@ func holdDocsCap(t *testing.T, ctx context.Context, s *store.Store) pgx.Tx {
 	}
 	return tx
 }
+
+// A read grant made again after the forget's time (`docs grant` of a
+// scope the user held already) is the operator's grant after the forget,
+// as a new one is: the forget's finish keeps it. The grant was left as it
+// was (nothing changed), with its time from before the forget, and the
+// forget then deleted it: granted during the forget, gone after it.
+func TestForgetCollectionsKeepsAGrantMadeAgainAfterIt(t *testing.T) {
+	ctx, s := setup(t)
+	if _, err := s.GrantReader(ctx, "team-x", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	forgotten := forgetTime(t, ctx, s)
+	if changed, err := s.GrantReader(ctx, "team-x", "alice"); err != nil || changed {
+		t.Fatalf("grant again: changed %v, %v; want it reported unchanged", changed, err)
+	}
+	if _, err := s.ForgetCollections(ctx, "alice", forgotten, docJobs...); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM collection_readers WHERE user_id = 'alice'`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("alice's grants after the forget: %d, %v; want team-x, granted again after it", n, err)
+	}
+}
