@@ -34,48 +34,16 @@ func TestForgetKeepsAGrantMadeDuringIt(t *testing.T) {
 	if _, err := s.GrantReader(ctx, "team-a", "alice"); err != nil {
 		t.Fatal(err)
 	}
-	hold, err := s.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { hold.Rollback(ctx) })
-	var holder int
-	if err := hold.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := hold.Exec(ctx, `SELECT FROM collections WHERE id = $1 FOR KEY SHARE`, put.Collection.ID); err != nil {
-		t.Fatal(err)
-	}
-
-	var r worker.ForgetResult
-	forgot := make(chan error, 1)
-	go func() {
-		var err error
-		r, err = worker.Forget(ctx, e.js, s, e.prefix, e.stream, "alice")
-		forgot <- err
-	}()
-	// The memory's transaction has committed (the tombstone is there) and
-	// the documents' delete waits for the holder.
-	eventstest.Eventually(t, "the forget's documents' delete to wait for the holder", 30*time.Second, func() (bool, string) {
-		if len(forgot) > 0 {
-			return true, ""
-		}
-		var tombs, waiting int
-		err := s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM tombstones WHERE user_token = 'alice'),
-			(SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid)))`, holder).Scan(&tombs, &waiting)
-		return err == nil && tombs == 1 && waiting == 1, fmt.Sprint(tombs, waiting, err)
-	})
-	if len(forgot) > 0 {
-		t.Fatalf("the forget ended before its documents' delete waited: %v", <-forgot)
-	}
+	hold, forgot := forgetHeldAt(t, e, put.Collection.ID)
 	if granted, err := s.GrantReader(ctx, "team-b", "alice"); err != nil || !granted {
 		t.Fatalf("grant during the forget: %v, %v; want it granted", granted, err)
 	}
 	if err := hold.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-forgot; err != nil {
-		t.Fatalf("forget: %v", err)
+	r := <-forgot
+	if r.err != nil {
+		t.Fatalf("forget: %v", r.err)
 	}
 	if r.Documents != 1 {
 		t.Errorf("the forget reports %d documents, want 1", r.Documents)
@@ -119,45 +87,15 @@ func TestForgetKeepsADocumentPutDuringIt(t *testing.T) {
 	}
 	notes := put("notes", "n1")
 	put("journal", "j1")
-	hold, err := s.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { hold.Rollback(ctx) })
-	var holder int
-	if err := hold.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := hold.Exec(ctx, `SELECT FROM collections WHERE id = $1 FOR KEY SHARE`, notes.Collection.ID); err != nil {
-		t.Fatal(err)
-	}
-
-	var r worker.ForgetResult
-	forgot := make(chan error, 1)
-	go func() {
-		var err error
-		r, err = worker.Forget(ctx, e.js, s, e.prefix, e.stream, "alice")
-		forgot <- err
-	}()
-	eventstest.Eventually(t, "the forget's documents' delete to wait for the holder", 30*time.Second, func() (bool, string) {
-		if len(forgot) > 0 {
-			return true, ""
-		}
-		var tombs, waiting int
-		err := s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM tombstones WHERE user_token = 'alice'),
-			(SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid)))`, holder).Scan(&tombs, &waiting)
-		return err == nil && tombs == 1 && waiting == 1, fmt.Sprint(tombs, waiting, err)
-	})
-	if len(forgot) > 0 {
-		t.Fatalf("the forget ended before its documents' delete waited: %v", <-forgot)
-	}
+	hold, forgot := forgetHeldAt(t, e, notes.Collection.ID)
 	put("journal", "j2")
 	put("later", "l1")
 	if err := hold.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-forgot; err != nil {
-		t.Fatalf("forget: %v", err)
+	r := <-forgot
+	if r.err != nil {
+		t.Fatalf("forget: %v", r.err)
 	}
 	if r.Documents != 2 {
 		t.Errorf("the forget reports %d documents, want 2 (n1 and j1)", r.Documents)
@@ -258,4 +196,51 @@ func TestForgetOrdersAGrantThatBeganBeforeIt(t *testing.T) {
 	if grants != 1 || !after {
 		t.Errorf("alice's grants after the forget: %d, made after the forget's time: %v; want the grant, answered after the forget's memory, made after its time", grants, after)
 	}
+}
+
+// forgottenDocs is a forget's end: its result, or its error.
+type forgottenDocs struct {
+	worker.ForgetResult
+	err error
+}
+
+// forgetHeldAt starts alice's forget with a transaction holding her
+// collection, and returns once the forget's memory transaction has
+// committed (the tombstone is there) and its documents' delete waits for
+// the holder: committing hold lets it go on, and its end arrives on
+// forgot.
+func forgetHeldAt(t *testing.T, e *env, collection int64) (hold pgx.Tx, forgot <-chan forgottenDocs) {
+	t.Helper()
+	ctx := context.Background()
+	s := e.store
+	hold, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hold.Rollback(ctx) })
+	var holder int
+	if err := hold.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hold.Exec(ctx, `SELECT FROM collections WHERE id = $1 FOR KEY SHARE`, collection); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan forgottenDocs, 1)
+	go func() {
+		r, err := worker.Forget(ctx, e.js, s, e.prefix, e.stream, "alice")
+		done <- forgottenDocs{r, err}
+	}()
+	eventstest.Eventually(t, "the forget's documents' delete to wait for the holder", 30*time.Second, func() (bool, string) {
+		if len(done) > 0 {
+			return true, ""
+		}
+		var tombs, waiting int
+		err := s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM tombstones WHERE user_token = 'alice'),
+			(SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid)))`, holder).Scan(&tombs, &waiting)
+		return err == nil && tombs == 1 && waiting == 1, fmt.Sprint(tombs, waiting, err)
+	})
+	if len(done) > 0 {
+		t.Fatalf("the forget ended before its documents' delete waited: %v", (<-done).err)
+	}
+	return hold, done
 }
