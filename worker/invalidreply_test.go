@@ -85,13 +85,15 @@ func TestRepeatedInvalidReplySparesOtherTurns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Published before the worker starts, so that one job holds both.
+	// Enqueued by a replay, which puts a user's turns in jobs of JobSize
+	// whatever batches the stream's reads give (ingest, started on them,
+	// made a job of each under load: CI).
 	e.publish(events.Turn{ID: "a1", UserID: "alice", UserMessage: "Tell me a joke.", Timestamp: t0})
 	e.publish(events.Turn{ID: "a2", UserID: "alice", UserMessage: "I live in Paris.", Timestamp: t0.Add(time.Minute)})
-	e.start(llm, func(c *worker.Config) {
-		c.MaxAttempts = 5
-		c.JobSize = 2
-	})
+	if p := e.replayOnly(worker.ReplayConfig{JobSize: 2}); p.Enqueued != 2 {
+		t.Fatalf("replay enqueued %d turns, want 2", p.Enqueued)
+	}
+	e.start(llm, func(c *worker.Config) { c.MaxAttempts = 5 })
 	st := e.waitDone(2)
 	var jobs int
 	if err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM river_job WHERE kind = $1`, worker.ExtractJobKind).Scan(&jobs); err != nil {
