@@ -400,8 +400,11 @@ func (s *Store) collection(ctx context.Context, o Owner, name string, create boo
 const collectionAttempts = 3
 
 // PutDocument stores a document, creating its collection when missing. The
-// same content as stored (by hash) is a no-op (PutResult.Unchanged), but
-// for a pending document with p.Chunk set, which is chunked now. New
+// same content as stored (by hash) is a no-op (PutResult.Unchanged) but
+// for its put_at, and for a pending document with p.Chunk set, which is
+// chunked now. Every put sets put_at, the user's last put of the document
+// that a forget and a restore read (DeleteDocumentsBefore,
+// userWrittenSince); chunking does not. New
 // content replaces the document's chunks in one transaction: a search sees
 // the old chunks or the new ones, never a mix. With p.Chunk nil the old
 // chunks are deleted and the document left pending (not searchable) until
@@ -428,6 +431,13 @@ func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, erro
 			// is, and the caller enqueues its chunking job again (the last
 			// one may be lost); one the caller chunks now is written below.
 			r.Unchanged, r.Status, r.Chunks = true, status, chunks
+			// Still the user's put: a forget running meanwhile keeps the
+			// document (its time is after the forget's), and a restore
+			// counts it as written since a forget it did not know.
+			if _, err := q.db.Exec(ctx, `UPDATE documents SET put_at = now() WHERE collection_id = $1 AND doc_id = $2`,
+				c.ID, p.DocID); err != nil {
+				return fmt.Errorf("write document: %w", err)
+			}
 			return nil
 		case err != nil && !errors.Is(err, pgx.ErrNoRows):
 			return fmt.Errorf("read document: %w", err)
@@ -444,11 +454,12 @@ func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, erro
 			r.Status, r.Chunks = DocReady, len(cut)
 		}
 		if _, err := q.db.Exec(ctx, `
-			INSERT INTO documents (collection_id, doc_id, source, content_hash, content, metadata, size_bytes, status, chunks)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+			INSERT INTO documents (collection_id, doc_id, source, content_hash, content, metadata, size_bytes, status, chunks, put_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now())
 			ON CONFLICT (collection_id, doc_id) DO UPDATE SET source = excluded.source,
 				content_hash = excluded.content_hash, content = excluded.content, metadata = excluded.metadata,
-				size_bytes = excluded.size_bytes, status = excluded.status, chunks = excluded.chunks, updated_at = now()`,
+				size_bytes = excluded.size_bytes, status = excluded.status, chunks = excluded.chunks, updated_at = now(),
+				put_at = now()`,
 			c.ID, p.DocID, p.Source, r.Hash, p.Content, []byte(p.Metadata), len(p.Content), r.Status, r.Chunks); err != nil {
 			return fmt.Errorf("write document: %w", err)
 		}
@@ -706,7 +717,8 @@ func (s *Store) DeleteCollections(ctx context.Context, o Owner, jobs ...RiverJob
 // ForgetCollections is DeleteDocumentsBefore in one transaction, for the
 // user's forget made at the time at (its tombstone's ForgottenAt), right
 // after the memory's transaction: it deletes the user's own documents
-// created at or before at, the collections of then left without one, and
+// last put at or before at (documents.put_at, created_at for a row of
+// before migration 066), the collections of then left without one, and
 // the reader grants made by then; what the user wrote after the forget
 // stays, as when a start finishes the forget cut short. It returns the
 // number of documents deleted.
@@ -760,7 +772,9 @@ const deleteBeforeBatch = 500
 
 // DeleteDocumentsBefore deletes what DeleteCollections deletes of user's,
 // as far as it was there at the time t (a forget's, which its process did
-// not live to finish): the documents created at or before t, with their
+// not live to finish): the documents last put at or before t (put_at; a
+// row of before migration 066 has none and is read by created_at, the
+// first put's; not updated_at, which chunking sets too), with their
 // chunks and the River jobs of jobs's shapes that name them; then the
 // collections created at or before t that hold no document any more
 // (their jobs and the defaults naming them go with them), and the user's
@@ -768,7 +782,10 @@ const deleteBeforeBatch = 500
 // document put after the forget, a collection created after it (with a
 // kept collection's settings) and a grant made after it, and default
 // collections chosen after it (those chosen before went with the memory's
-// transaction, ForgetUser). The documents go in transactions of
+// transaction, ForgetUser). A document put again after t, new content
+// or the same, stays: read by created_at, it went, a put answered as
+// stored during the forget (TestForgetCollectionsKeepsADocumentPutAgainAfterIt).
+// The documents go in transactions of
 // deleteBeforeBatch, so that what one call deleted stays deleted when a
 // later batch fails (ctx ending): calling it again goes on. It returns the
 // number of documents deleted.
@@ -826,7 +843,7 @@ func (q *Store) deleteDocumentsBefore(ctx context.Context, user string, t time.T
 	}
 	rows, err := q.db.Query(ctx, `DELETE FROM documents d WHERE (d.collection_id, d.doc_id) IN (
 			SELECT d2.collection_id, d2.doc_id FROM documents d2 JOIN collections c ON c.id = d2.collection_id
-			WHERE c.owner_kind = 'user' AND c.owner = $1 AND d2.created_at <= $2
+			WHERE c.owner_kind = 'user' AND c.owner = $1 AND coalesce(d2.put_at, d2.created_at) <= $2
 			ORDER BY d2.collection_id, d2.doc_id LIMIT $3)
 		RETURNING d.collection_id, d.doc_id`, user, t, limit)
 	if err != nil {

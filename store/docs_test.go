@@ -1056,3 +1056,98 @@ func TestForgetCollectionsKeepsAGrantMadeAgainAfterIt(t *testing.T) {
 		t.Errorf("alice's grants after the forget: %d, %v; want team-x, granted again after it", n, err)
 	}
 }
+
+// A document put again after the forget's time (a new text under a doc id
+// of before it) is the user's write after the forget, as a new doc id is,
+// and as a restore counts it (userWrittenSince, by updated_at): the
+// forget's finish keeps it. It was deleted by its created_at, the first
+// put's: a put answered as stored during the forget was gone after it.
+// Read by put_at (migration 066), the put's own time, apart from
+// updated_at, which chunking sets too.
+func TestForgetCollectionsKeepsADocumentPutAgainAfterIt(t *testing.T) {
+	ctx, s := setup(t)
+	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "notes", DocID: "d1", Content: "# Notes\nThe boat was red."})
+	forgotten := forgetTime(t, ctx, s)
+	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "notes", DocID: "d1", Content: "# Notes\nThe boat is blue now."})
+	if _, err := s.ForgetCollections(ctx, "alice", forgotten, docJobs...); err != nil {
+		t.Fatal(err)
+	}
+	docs, _, err := s.ListDocuments(ctx, alice, "notes", "", 10)
+	if err != nil || len(docs) != 1 {
+		t.Errorf("alice's notes after the forget: %+v, %v; want d1 as put again after the forget", docs, err)
+	}
+}
+
+// A document put before a recorded forget and chunked after it (its
+// index job ran after the restore of a database from before the forget)
+// is not the user's write since the forget: the forget is applied again.
+// Chunking set updated_at, which userWrittenSince read as a put since the
+// forget, and the forget was never applied again (ErrWrittenSince); it
+// reads put_at now (migration 066), which chunking leaves.
+func TestReapplyForgetPastADocumentChunkedSince(t *testing.T) {
+	ctx, s := setup(t)
+	r, err := s.PutDocument(ctx, store.DocumentPut{Owner: alice, Collection: "notes", DocID: "d1", Content: "# Notes\nThe boat was red."})
+	if err != nil || r.Status != store.DocPending {
+		t.Fatalf("put status %q, %v; want pending (chunked by its job)", r.Status, err)
+	}
+	recorded := forgetTime(t, ctx, s)
+	if done, err := s.IndexDocument(ctx, r.Collection.ID, "d1", r.Hash, chunkWith); err != nil || !done {
+		t.Fatalf("index: %v, %v", done, err)
+	}
+	if _, _, err := s.ReapplyForget(ctx, "alice", "alice", store.StreamPosition{Seq: 1}, recorded); err != nil {
+		t.Fatalf("reapply the recorded forget: %v; want it applied (the document was put before it)", err)
+	}
+}
+
+// A document put again after the forget's time with the content it holds
+// is the user's put too, answered as stored (unchanged): the forget keeps
+// it, as one put again with new content, and a restore counts it as
+// written since the forget.
+func TestForgetCollectionsKeepsADocumentPutAgainUnchangedAfterIt(t *testing.T) {
+	ctx, s := setup(t)
+	d := store.DocumentPut{Owner: alice, Collection: "notes", DocID: "d1", Content: "# Notes\nThe boat was red."}
+	put(t, ctx, s, d)
+	forgotten := forgetTime(t, ctx, s)
+	if r, err := s.PutDocument(ctx, d); err != nil || !r.Unchanged {
+		t.Fatalf("put again: %+v, %v; want unchanged", r, err)
+	}
+	if _, _, err := s.ReapplyForget(ctx, "alice", "alice", store.StreamPosition{Seq: 1}, forgotten); !errors.Is(err, store.ErrWrittenSince) {
+		t.Errorf("reapply the forget: %v; want ErrWrittenSince (the document put again since)", err)
+	}
+	if _, err := s.ForgetCollections(ctx, "alice", forgotten, docJobs...); err != nil {
+		t.Fatal(err)
+	}
+	docs, _, err := s.ListDocuments(ctx, alice, "notes", "", 10)
+	if err != nil || len(docs) != 1 {
+		t.Errorf("alice's notes after the forget: %+v, %v; want d1 as put again after the forget", docs, err)
+	}
+}
+
+// A serve of the release before migration 066 puts new content over a
+// document with its own statement, which does not set put_at: the
+// migration's trigger does, so a forget running meanwhile keeps the
+// document as it keeps one the new release put again, where put_at (the
+// earlier put's) would have had it deleted.
+func TestForgetCollectionsKeepsADocumentPutAgainByThePreviousRelease(t *testing.T) {
+	ctx, s := setup(t)
+	r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "notes", DocID: "d1", Content: "# Notes\nThe boat was red."})
+	forgotten := forgetTime(t, ctx, s)
+	// PutDocument's write before migration 066.
+	content := "# Notes\nThe boat is blue now."
+	if _, err := s.Pool().Exec(ctx, `
+		INSERT INTO documents (collection_id, doc_id, source, content_hash, content, metadata, size_bytes, status, chunks)
+		VALUES ($1, $2, '', $3, $4, '{}', $5, 'pending', 0)
+		ON CONFLICT (collection_id, doc_id) DO UPDATE SET source = excluded.source,
+			content_hash = excluded.content_hash, content = excluded.content, metadata = excluded.metadata,
+			size_bytes = excluded.size_bytes, status = excluded.status, chunks = excluded.chunks, updated_at = now()`,
+		r.Collection.ID, "d1", store.DocumentHash(content), content, len(content)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ForgetCollections(ctx, "alice", forgotten, docJobs...); err != nil {
+		t.Fatal(err)
+	}
+	docs, _, err := s.ListDocuments(ctx, alice, "notes", "", 10)
+	if err != nil || len(docs) != 1 {
+		t.Errorf("alice's notes after the forget: %+v, %v; want d1 as the previous release put it again after the forget", docs, err)
+	}
+}

@@ -55,7 +55,10 @@ func (s *Store) UserIDsHolding(ctx context.Context, ids []string, hashed bool) (
 // held, context.update, an import's direct line of it, see directWins), a
 // fact inserted (an import's, whose history is the imported one) or
 // changed, the language set, a document of the user's own collections
-// put. Each of these is the user's write after a forget a restored
+// put (put_at, or created_at for a row of before migration 066; not
+// updated_at, which its chunking sets too: a document put before the
+// forget and chunked after it kept the forget from being applied again,
+// TestReapplyForgetPastADocumentChunkedSince). Each of these is the user's write after a forget a restored
 // database did not know, which applying the forget again would delete
 // (TestRestoredDatabaseKeepsEveryWriteSinceTheForget); read before, only
 // the turns, inserted items, history and documents counted. Not the
@@ -75,7 +78,7 @@ func (s *Store) userWrittenSince(ctx context.Context, userID string, t time.Time
 		OR EXISTS (SELECT 1 FROM fact_history WHERE user_id = $1 AND changed_at >= $2)
 		OR EXISTS (SELECT 1 FROM user_languages WHERE user_id = $1 AND updated_at >= $2)
 		OR EXISTS (SELECT 1 FROM documents d JOIN collections c ON c.id = d.collection_id
-			WHERE c.owner_kind = 'user' AND c.owner = $1 AND d.updated_at >= $2)`, userID, t).Scan(&since)
+			WHERE c.owner_kind = 'user' AND c.owner = $1 AND coalesce(d.put_at, d.created_at) >= $2)`, userID, t).Scan(&since)
 	if err != nil {
 		return false, fmt.Errorf("user written since: %w", err)
 	}
