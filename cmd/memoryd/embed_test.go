@@ -317,3 +317,22 @@ func TestEmbedBackfillLeavesOutTheRefusedAndSucceeds(t *testing.T) {
 		t.Errorf("backfill of an item refused by it: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit 1", code, out, errOut)
 	}
 }
+
+// A backfill --dims for one user (--user) forgets that user's refusals,
+// which it sends again, and says so of them only: it forgot every user's
+// and counted them in "N items the embeddings server refused before sent
+// again", though it sent only the user's (review33).
+func TestEmbedBackfillWithDimsForOneUserCountsOnlyTheItemsItSends(t *testing.T) {
+	t.Parallel()
+	dbURL, _, srv, prefix, stream := embedSetup(t,
+		store.ContextWrite{UserID: "alice", Question: "a pasted log", Answer: "POISON"},
+		store.ContextWrite{UserID: "bob", Question: "another log", Answer: "POISON too"})
+	srv.RefuseContaining("POISON")
+	if out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--embed-base-url", srv.URL, "--embed-model", "m1"); code != 1 {
+		t.Fatalf("first backfill: exit %d\nstdout:\n%s\nstderr:\n%s\nwant 1, both texts refused", code, out, errOut)
+	}
+	out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--user", "alice", "--dims", strconv.Itoa(embeddingtest.DefaultDims), "--embed-base-url", srv.URL, "--embed-model", "m1")
+	if !strings.Contains(out, "1 item without a m1 vector to embed") || !strings.Contains(out, "1 item the embeddings server refused before sent again") {
+		t.Errorf("backfill --user alice --dims: exit %d\nstdout:\n%s\nstderr:\n%s\nwant alice's one refused item said sent again, not bob's too", code, out, errOut)
+	}
+}

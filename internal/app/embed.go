@@ -132,7 +132,8 @@ type EmbedOptions struct {
 	// Dims, when positive, is recorded as the model's dimensions first
 	// (store.SetEmbeddingDims): the model behind its name changed, and
 	// every vector of other dimensions is to be embedded anew; the
-	// refusals recorded for the name, every user's, are forgotten.
+	// refusals recorded for the name, of User's items (every user's
+	// without), are forgotten.
 	Dims int
 	// RetryRefused forgets the refusals recorded for the model first
 	// (store.ForgetEmbeddingRefusals), so that the items whose text the
@@ -239,13 +240,10 @@ func (a *App) EmbedBackfill(ctx context.Context, o EmbedOptions) (int, error) {
 		return 0, err
 	}
 	if o.RetryRefused || o.Dims > 0 {
-		// With Dims, the refusals were the old model's, of every user:
-		// the new one may take those texts.
-		user := o.User
-		if o.Dims > 0 {
-			user = ""
-		}
-		f, err := s.ForgetEmbeddingRefusals(ctx, user, emb.Model())
+		// With Dims, the refusals were the old model's: the new one may
+		// take those texts. Of the backfill's scope, which it sends again
+		// (those of other users, a backfill of theirs or --retry-refused).
+		f, err := s.ForgetEmbeddingRefusals(ctx, o.User, emb.Model())
 		if err != nil {
 			return 0, err
 		}
