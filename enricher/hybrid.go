@@ -272,7 +272,7 @@ func (h *hybrid) embed(ctx context.Context, userID, text string, reserve time.Du
 // msgQueryRefused is the warning of a query embedding the server refused
 // for memoryd's configuration (embedding.IsMisconfigured: a key rotated
 // away, a model not served), naming what fixes it.
-const msgQueryRefused = "embeddings server refuses memoryd's API key or model (--embed-api-key or --embed-api-key-file, --embed-model, --embed-base-url); answering lexically"
+const msgQueryRefused = "embeddings server refuses memoryd's API key or model (--embed-api-key or --embed-api-key-file, --embed-model, --embed-base-url, --embed-dimensions); answering lexically"
 
 // Query embeddings while the server fails: after breakerFailures in a row
 // failed (timed out, refused, rate limited, unusable), the queries are

@@ -1059,7 +1059,7 @@ func TestForgetCollectionsKeepsAGrantMadeAgainAfterIt(t *testing.T) {
 
 // A document put again after the forget's time (a new text under a doc id
 // of before it) is the user's write after the forget, as a new doc id is,
-// and as a restore counts it (userWrittenSince, by updated_at): the
+// and as a restore counts it (userWrittenSince, by put_at): the
 // forget's finish keeps it. It was deleted by its created_at, the first
 // put's: a put answered as stored during the forget was gone after it.
 // Read by put_at (migration 066), the put's own time, apart from

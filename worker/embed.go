@@ -417,7 +417,7 @@ const msgEmbedWaiting = "embedding waiting without spending attempts; the items 
 // msgEmbedRefuses is logged instead when the embeddings server refuses
 // memoryd's configuration (a 401 or 404, or 403s: embedding.IsMisconfigured),
 // as msgModelRefuses is for the model server.
-const msgEmbedRefuses = "embeddings server refuses memoryd's API key or model (--embed-api-key or --embed-api-key-file, --embed-model, --embed-base-url); embedding waiting for it to be fixed without spending attempts; the items or chunks stay lexical-only until then"
+const msgEmbedRefuses = "embeddings server refuses memoryd's API key or model (--embed-api-key or --embed-api-key-file, --embed-model, --embed-base-url, --embed-dimensions); embedding waiting for it to be fixed without spending attempts; the items or chunks stay lexical-only until then"
 
 // embedKindName is the embedding client's kind of err for the log,
 // "misconfigured" for a refusal of the configuration, "other" when the

@@ -935,7 +935,7 @@ func (a *App) workerHealth(now time.Time) (ingest, model, embed string) {
 // --llm-max-outage, and then fail, new items searched lexically only.
 func embedCheck(r *worker.Outage, now time.Time) string {
 	return outageCheck(r, now, "the embeddings server refuses memoryd's API key or model",
-		"embed jobs wait, new items lexical-only; write the new key to --embed-api-key-file, or fix --embed-api-key, --embed-model or --embed-base-url and restart")
+		"embed jobs wait, new items lexical-only; write the new key to --embed-api-key-file, or fix --embed-api-key, --embed-model, --embed-base-url or --embed-dimensions and restart")
 }
 
 // modelCheck is the model's health at now given its refusal r (nil for

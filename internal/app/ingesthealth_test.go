@@ -49,7 +49,7 @@ func TestRefusalChecks(t *testing.T) {
 			"the model server refuses memoryd's API key or model for 3m0s (extraction waits; write the new key to --llm-api-key-file, or fix --llm-api-key, --llm-model or --llm-base-url and restart): model: 401 Incorrect API key provided",
 			modelCheck},
 		{"embeddings", "embed: 401 Incorrect API key provided",
-			"the embeddings server refuses memoryd's API key or model for 3m0s (embed jobs wait, new items lexical-only; write the new key to --embed-api-key-file, or fix --embed-api-key, --embed-model or --embed-base-url and restart): embed: 401 Incorrect API key provided",
+			"the embeddings server refuses memoryd's API key or model for 3m0s (embed jobs wait, new items lexical-only; write the new key to --embed-api-key-file, or fix --embed-api-key, --embed-model, --embed-base-url or --embed-dimensions and restart): embed: 401 Incorrect API key provided",
 			embedCheck},
 	} {
 		for _, c := range []struct {
