@@ -1,5 +1,5 @@
 -- When the user last put a document (docs.put: its insert, a put of new
--- content, a put of the content it holds), apart from updated_at, which
+-- content; a put of the content it holds writes nothing), apart from updated_at, which
 -- its chunking sets too (IndexDocument). A forget deletes the documents
 -- put at or before its time (store.ForgetCollections and the finish of a
 -- forget cut short, DeleteDocumentsBefore), and a forget recorded is

@@ -401,10 +401,13 @@ const collectionAttempts = 3
 
 // PutDocument stores a document, creating its collection when missing. The
 // same content as stored (by hash) is a no-op (PutResult.Unchanged) but
-// for its put_at, and for a pending document with p.Chunk set, which is
-// chunked now. Every put sets put_at, the user's last put of the document
-// that a forget and a restore read (DeleteDocumentsBefore,
-// userWrittenSince); chunking does not. New
+// for a pending document with p.Chunk set, which is chunked now. A put of
+// new content sets put_at, the user's last put of the document that a
+// forget and a restore read (DeleteDocumentsBefore, userWrittenSince);
+// chunking does not, nor does a put of unchanged content, which writes
+// nothing: a periodic sync's re-puts would each leave a row version,
+// which the size's high water (SampleContextHighWater) counts against
+// the documents' TOASTed content too. New
 // content replaces the document's chunks in one transaction: a search sees
 // the old chunks or the new ones, never a mix. With p.Chunk nil the old
 // chunks are deleted and the document left pending (not searchable) until
@@ -431,13 +434,6 @@ func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, erro
 			// is, and the caller enqueues its chunking job again (the last
 			// one may be lost); one the caller chunks now is written below.
 			r.Unchanged, r.Status, r.Chunks = true, status, chunks
-			// Still the user's put: a forget running meanwhile keeps the
-			// document (its time is after the forget's), and a restore
-			// counts it as written since a forget it did not know.
-			if _, err := q.db.Exec(ctx, `UPDATE documents SET put_at = now() WHERE collection_id = $1 AND doc_id = $2`,
-				c.ID, p.DocID); err != nil {
-				return fmt.Errorf("write document: %w", err)
-			}
 			return nil
 		case err != nil && !errors.Is(err, pgx.ErrNoRows):
 			return fmt.Errorf("read document: %w", err)
