@@ -184,24 +184,6 @@ func TestEmbedBackfillEndsWhenTheServerRefusesAText(t *testing.T) {
 	}
 }
 
-// A backfill with --dims (the model behind the name changed) sends the
-// texts the old model refused again: the new model may take them. Before,
-// their refusals outlived the model they were of.
-func TestEmbedBackfillWithDimsForgetsTheOldModelsRefusals(t *testing.T) {
-	t.Parallel()
-	dbURL, _, srv, prefix, stream := embedSetup(t,
-		store.ContextWrite{UserID: "alice", Question: "my canine companion", Answer: "Rex"},
-		store.ContextWrite{UserID: "alice", Question: "a pasted log", Answer: "POISON"})
-	srv.RefuseContaining("POISON")
-	if out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--embed-base-url", srv.URL, "--embed-model", "m1"); code != 1 {
-		t.Fatalf("first backfill: exit %d\nstdout:\n%s\nstderr:\n%s\nwant 1, the text refused", code, out, errOut)
-	}
-	out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--dims", strconv.Itoa(embeddingtest.DefaultDims), "--embed-base-url", srv.URL, "--embed-model", "m1")
-	if code != 1 || !strings.Contains(out, "1 item without a m1 vector to embed") || !strings.Contains(out, "1 item the embeddings server refused before sent again (--dims") {
-		t.Errorf("backfill --dims: exit %d\nstdout:\n%s\nstderr:\n%s\nwant the refused item sent again (and refused again: exit 1)", code, out, errOut)
-	}
-}
-
 // The same backfill when its embed job outlasts River's start: the
 // command's own River client, elected leader, inserts the periodic jobs
 // (an embed sweep among them) on the maintenance queue, which an embed-only
@@ -318,11 +300,12 @@ func TestEmbedBackfillLeavesOutTheRefusedAndSucceeds(t *testing.T) {
 	}
 }
 
-// A backfill --dims for one user (--user) forgets that user's refusals,
-// which it sends again, and says so of them only: it forgot every user's
-// and counted them in "N items the embeddings server refused before sent
-// again", though it sent only the user's (review33).
-func TestEmbedBackfillWithDimsForOneUserCountsOnlyTheItemsItSends(t *testing.T) {
+// A backfill with --dims (the model behind the name changed) sends the
+// texts the old model refused again, the new model may take them, and
+// says so; before, their refusals outlived the model they were of. With
+// --user, of that user only, which it sends: it forgot every user's and
+// counted them as sent again, though it sent only the user's (review33).
+func TestEmbedBackfillWithDimsForgetsTheOldModelsRefusals(t *testing.T) {
 	t.Parallel()
 	dbURL, _, srv, prefix, stream := embedSetup(t,
 		store.ContextWrite{UserID: "alice", Question: "a pasted log", Answer: "POISON"},
@@ -332,7 +315,11 @@ func TestEmbedBackfillWithDimsForOneUserCountsOnlyTheItemsItSends(t *testing.T) 
 		t.Fatalf("first backfill: exit %d\nstdout:\n%s\nstderr:\n%s\nwant 1, both texts refused", code, out, errOut)
 	}
 	out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--user", "alice", "--dims", strconv.Itoa(embeddingtest.DefaultDims), "--embed-base-url", srv.URL, "--embed-model", "m1")
-	if !strings.Contains(out, "1 item without a m1 vector to embed") || !strings.Contains(out, "1 item the embeddings server refused before sent again") {
-		t.Errorf("backfill --user alice --dims: exit %d\nstdout:\n%s\nstderr:\n%s\nwant alice's one refused item said sent again, not bob's too", code, out, errOut)
+	if code != 1 || !strings.Contains(out, "1 item without a m1 vector to embed") || !strings.Contains(out, "1 item the embeddings server refused before sent again (--dims") {
+		t.Errorf("backfill --user alice --dims: exit %d\nstdout:\n%s\nstderr:\n%s\nwant alice's one refused item sent again (and refused again: exit 1), not bob's", code, out, errOut)
+	}
+	out, errOut, code = runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--user", "bob", "--embed-base-url", srv.URL, "--embed-model", "m1")
+	if code != 0 || !strings.Contains(out, "1 item the embeddings server refused before left out") {
+		t.Errorf("backfill --user bob after alice's: exit %d\nstdout:\n%s\nstderr:\n%s\nwant bob's refusal kept, his item left out", code, out, errOut)
 	}
 }
