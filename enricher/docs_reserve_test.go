@@ -34,10 +34,7 @@ func TestEnrichKeepsMemoriesWhenDocumentsTimeOutOnServeStore(t *testing.T) {
 	if _, err := seed.InsertContext(ctxT(t), []store.ContextWrite{{UserID: "alice", Question: "which certificate do I use for TLS?", Answer: "the company CA", CreatedAt: t0}}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(ctxT(t), store.Config{URL: storetest.URL(t, seed), MaxConns: 4, MinConns: 2, CancelOnServer: true, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := serveStore(t, seed)
 	h := start(t, st, func(c *enricher.Config) { c.Timeout = 400 * time.Millisecond })
 	t.Cleanup(st.Close) // after the service's stop (cleanups run last first)
 	req := events.EnrichRequest{UserID: "alice", Message: "which certificate authority file do TLS connections use?", Collections: []string{"kb"}}
@@ -48,18 +45,7 @@ func TestEnrichKeepsMemoriesWhenDocumentsTimeOutOnServeStore(t *testing.T) {
 		t.Fatalf("before the lock: degraded %v (%q), %d documents", r.Degraded, r.Reason, len(r.Documents))
 	}
 
-	conn, err := pgx.Connect(ctxT(t), storetest.URL(t, seed))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	tx, err := conn.Begin(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctxT(t), `LOCK TABLE doc_chunks IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	tx := lockDocChunks(t, seed)
 	// A machine stalled past the whole 400 ms (-race beside the other
 	// packages) degrades the reply for the memory store, not the
 	// documents: asked again, a few times. The bug this test is for
@@ -90,4 +76,37 @@ func enrichUnlocked(t *testing.T, h *harness, req events.EnrichRequest) events.E
 		r = enrich(t, h, req)
 	}
 	return r
+}
+
+// serveStore opens seed's database as serve opens enrich's store
+// (CancelOnServer: a statement past its context is cancelled on the
+// server 50 ms later, its connection kept); the caller closes it.
+func serveStore(t *testing.T, seed *store.Store) *store.Store {
+	t.Helper()
+	st, err := store.Open(ctxT(t), store.Config{URL: storetest.URL(t, seed), MaxConns: 4, MinConns: 2, CancelOnServer: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// lockDocChunks locks doc_chunks in a transaction of its own, which every
+// document search waits for until it ends (rolled back when t ends, at
+// the latest).
+func lockDocChunks(t *testing.T, seed *store.Store) pgx.Tx {
+	t.Helper()
+	conn, err := pgx.Connect(ctxT(t), storetest.URL(t, seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	tx, err := conn.Begin(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(ctxT(t), `LOCK TABLE doc_chunks IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	return tx
 }
