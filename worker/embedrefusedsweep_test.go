@@ -32,18 +32,7 @@ func (e *env) waitEmbedJobsOver() {
 // --retry-refused (ForgetEmbeddingRefusals) finds it again.
 func TestEmbedSweepSkipsTextsTheServerRefused(t *testing.T) {
 	e := setup(t)
-	srv := embeddingtest.New(t)
-	srv.FailContaining("LONG", http.StatusInternalServerError)
-	srv.ErrorBody(llamaTooLarge)
-	var items []store.ContextWrite
-	for i := range 10 {
-		items = append(items, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("note %d", i), Answer: fmt.Sprintf("plain answer %d", i), CreatedAt: t0})
-	}
-	items[2].Answer = "LONG " + strings.Repeat("a pasted paragraph ", 400)
-	items[6].Answer = "LONG " + strings.Repeat("another pasted paragraph ", 400)
-	if _, err := e.store.InsertContext(e.ctx, items); err != nil {
-		t.Fatal(err)
-	}
+	srv := llamaTooLargeItems(t, e, 400)
 	w, _ := e.startWorker(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
 	sweep := func() int {
 		t.Helper()

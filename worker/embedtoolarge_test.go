@@ -17,6 +17,27 @@ import (
 // no attempt can pass it.
 const llamaTooLarge = `{"error":{"code":500,"message":"input is too large to process. increase the physical batch size","type":"server_error"}}`
 
+// llamaTooLargeItems is a fake llama.cpp server refusing every text that
+// holds LONG with its 500 "input is too large to process", and alice's 10
+// items stored, the third and seventh a pasted paragraph (LONG) repeated
+// n times.
+func llamaTooLargeItems(t *testing.T, e *env, n int) *embeddingtest.Server {
+	t.Helper()
+	srv := embeddingtest.New(t)
+	srv.FailContaining("LONG", http.StatusInternalServerError)
+	srv.ErrorBody(llamaTooLarge)
+	var items []store.ContextWrite
+	for i := range 10 {
+		items = append(items, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("note %d", i), Answer: fmt.Sprintf("plain answer %d", i), CreatedAt: t0})
+	}
+	items[2].Answer = "LONG " + strings.Repeat("a pasted paragraph ", n)
+	items[6].Answer = "LONG " + strings.Repeat("another pasted paragraph ", n)
+	if _, err := e.store.InsertContext(e.ctx, items); err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
 // TestEmbedLlamaCppInputTooLargeIsARefusal: llama.cpp answers a text over
 // its physical batch with a 500 saying so; that text is refused, as a 400
 // over a model's context is: it stays lexical-only, the job's other items
@@ -27,18 +48,7 @@ const llamaTooLarge = `{"error":{"code":500,"message":"input is too large to pro
 // requests and 1,614 texts sent in the first 15 s for 201 texts).
 func TestEmbedLlamaCppInputTooLargeIsARefusal(t *testing.T) {
 	e := setup(t)
-	srv := embeddingtest.New(t)
-	srv.FailContaining("LONG", http.StatusInternalServerError)
-	srv.ErrorBody(llamaTooLarge)
-	var items []store.ContextWrite
-	for i := range 10 {
-		items = append(items, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("note %d", i), Answer: fmt.Sprintf("plain answer %d", i), CreatedAt: t0})
-	}
-	items[2].Answer = "LONG " + strings.Repeat("a pasted paragraph ", 200)
-	items[6].Answer = "LONG " + strings.Repeat("another pasted paragraph ", 200)
-	if _, err := e.store.InsertContext(e.ctx, items); err != nil {
-		t.Fatal(err)
-	}
+	srv := llamaTooLargeItems(t, e, 200)
 	w, _ := e.startWorker(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
 	if n, err := w.Enqueuer().EnqueueMissingEmbeddings(e.ctx, "alice", "m1", 64, 3); err != nil || n != 10 {
 		t.Fatalf("backfill enqueued %d items (%v), want 10 in one job", n, err)
