@@ -86,76 +86,42 @@ func formatOf(req openai.ChatCompletionRequest) string {
 	return string(req.ResponseFormat.Type)
 }
 
-// TestVLLMValidationErrorStepsNothingDown: vLLM's 400 to a request that
-// fails one of its validators quotes the request whole as the error's
-// "input", response_format and json_schema included, outside the
-// messages' text: that is no refusal of the format, and a step is for
-// every later request of the process. Before, it stepped json_schema down
-// for good. A body cut short (maxErrorBodyBytes) is read to its "input".
-func TestVLLMValidationErrorStepsNothingDown(t *testing.T) {
+// TestVLLMFourHundreds: vLLM's 400s and the steps they take.
+//
+// A 400 to a request that fails one of its validators quotes the request
+// whole as the error's "input", response_format and json_schema included,
+// outside the messages' text: that is no refusal of the format, and a
+// step is for every later request of the process. Before, it stepped
+// json_schema down for good. A body cut short (maxErrorBodyBytes) is read
+// to its "input".
+//
+// Its refusals of a schema or a response format step it down: "The
+// provided JSON schema contains features not supported by xgrammar." (its
+// xgrammar backend, chosen alone), which names no response_format or
+// json_schema (before, every turn failed for good), and a validation
+// error of response_format itself, whose "input" is the request too.
+func TestVLLMFourHundreds(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		name  string
+		steps bool // a refusal of the format: stepped down to json_object
 		reply func(t *testing.T, req openai.ChatCompletionRequest) extractortest.Reply
 	}{
-		{"current form", func(t *testing.T, req openai.ChatCompletionRequest) extractortest.Reply {
+		{"validation, current form", false, func(t *testing.T, req openai.ChatCompletionRequest) extractortest.Reply {
 			return extractortest.Reply{Status: http.StatusBadRequest, Body: vllmValidationError(t, req, "max_tokens must be at least 1, got 0.", false)}
 		}},
-		{"older form", func(t *testing.T, req openai.ChatCompletionRequest) extractortest.Reply {
+		{"validation, older form", false, func(t *testing.T, req openai.ChatCompletionRequest) extractortest.Reply {
 			return extractortest.Reply{Status: http.StatusBadRequest, Body: vllmValidationError(t, req, "max_tokens must be at least 1, got 0.", true)}
 		}},
-		{"cut short", func(t *testing.T, req openai.ChatCompletionRequest) extractortest.Reply {
+		{"validation, cut short", false, func(t *testing.T, req openai.ChatCompletionRequest) extractortest.Reply {
 			body := vllmValidationError(t, req, "max_tokens must be at least 1, got 0.", false)
 			return extractortest.Reply{Status: http.StatusBadRequest, Body: body[:strings.Index(body, "'response_format'")+40]}
 		}},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			srv := extractortest.NewServer(t)
-			var mu sync.Mutex
-			var asked []string
-			srv.SetHandler(func(req openai.ChatCompletionRequest) extractortest.Reply {
-				mu.Lock()
-				defer mu.Unlock()
-				asked = append(asked, formatOf(req))
-				if len(asked) == 1 {
-					return tt.reply(t, req)
-				}
-				return extractortest.Content(`{"facts":[{"op":"set","key":"sport","value":"tennis"}],"context":[]}`)
-			})
-			l := newTestLLM(t, srv, func(c *LLMConfig) { c.ResponseFormat = ResponseFormatJSONSchema })
-			if _, err := l.Extract(context.Background(), testInput("I play tennis")); KindOf(err) != KindPermanent {
-				t.Fatalf("first extraction: %v, want a permanent error", err)
-			}
-			if _, err := l.Extract(context.Background(), testInput("I play tennis")); err != nil {
-				t.Fatalf("second extraction: %v", err)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if want := []string{"json_schema", "json_schema"}; !slices.Equal(asked, want) {
-				t.Errorf("formats asked for %v, want %v", asked, want)
-			}
-		})
-	}
-}
-
-// TestVLLMSchemaRefusalStepsDown: vLLM's refusals of a schema or a
-// response format step it down: "The provided JSON schema contains
-// features not supported by xgrammar." (its xgrammar backend, chosen
-// alone), which names no response_format or json_schema (before, every
-// turn failed for good), and a validation error of response_format
-// itself, whose "input" is the request too.
-func TestVLLMSchemaRefusalStepsDown(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct {
-		name  string
-		reply func(t *testing.T, req openai.ChatCompletionRequest) extractortest.Reply
-	}{
-		{"xgrammar", func(*testing.T, openai.ChatCompletionRequest) extractortest.Reply {
+		{"xgrammar", true, func(*testing.T, openai.ChatCompletionRequest) extractortest.Reply {
 			return extractortest.Reply{Status: http.StatusBadRequest,
 				Body: `{"object":"error","message":"The provided JSON schema contains features not supported by xgrammar.","type":"BadRequestError","param":null,"code":400}`}
 		}},
-		{"response_format invalid", func(t *testing.T, req openai.ChatCompletionRequest) extractortest.Reply {
+		{"response_format invalid", true, func(t *testing.T, req openai.ChatCompletionRequest) extractortest.Reply {
 			return extractortest.Reply{Status: http.StatusBadRequest,
 				Body: vllmValidationError(t, req, "response_format type json_schema is not supported by this server (parameter=response_format)", false)}
 		}},
@@ -169,18 +135,30 @@ func TestVLLMSchemaRefusalStepsDown(t *testing.T) {
 				mu.Lock()
 				defer mu.Unlock()
 				asked = append(asked, formatOf(req))
-				if req.ResponseFormat != nil && req.ResponseFormat.Type == openai.ChatCompletionResponseFormatTypeJSONSchema {
+				// A refusal of the format, to every request with it; any
+				// other 400, to the first request only.
+				schema := req.ResponseFormat != nil && req.ResponseFormat.Type == openai.ChatCompletionResponseFormatTypeJSONSchema
+				if (tt.steps && schema) || (!tt.steps && len(asked) == 1) {
 					return tt.reply(t, req)
 				}
 				return extractortest.Content(`{"facts":[{"op":"set","key":"sport","value":"tennis"}],"context":[]}`)
 			})
 			l := newTestLLM(t, srv, func(c *LLMConfig) { c.ResponseFormat = ResponseFormatJSONSchema })
-			if _, err := l.Extract(context.Background(), testInput("I play tennis")); err != nil {
+			want := []string{"json_schema", "json_object"}
+			_, err := l.Extract(context.Background(), testInput("I play tennis"))
+			if !tt.steps {
+				want = []string{"json_schema", "json_schema"}
+				if KindOf(err) != KindPermanent {
+					t.Fatalf("first extraction: %v, want a permanent error", err)
+				}
+				_, err = l.Extract(context.Background(), testInput("I play tennis"))
+			}
+			if err != nil {
 				t.Fatalf("extraction: %v", err)
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if want := []string{"json_schema", "json_object"}; !slices.Equal(asked, want) {
+			if !slices.Equal(asked, want) {
 				t.Errorf("formats asked for %v, want %v", asked, want)
 			}
 		})
