@@ -60,24 +60,34 @@ func TestResetKeepsADirectPairImportedOverAnExtractedOne(t *testing.T) {
 	if err := s.Export(ctx, "finn", &exp); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e1", UserID: "gina", UserMessage: "my dog is Rex", TurnAt: t0.Add(time.Hour)}}); err != nil {
+	// Held from gina's own turn, later than the exported line.
+	if err := importOverHeldPair(t, ctx, s, "gina", t0.Add(time.Hour), store.Provenance{Extractor: "llm", Model: "m1"}, exp.Bytes()); err != nil {
+		t.Errorf("the pair gina imported as her own write, after a reset: %v; want it kept", err)
+	}
+}
+
+// importOverHeldPair has user hold "What is my dog called?" "Rex" from
+// their own turn e1 at heldAt (written by prov), imports export over it,
+// resets the user's memory, and returns the error of reading the held
+// item back: nil when the reset kept it.
+func importOverHeldPair(t *testing.T, ctx context.Context, s *store.Store, user string, heldAt time.Time, prov store.Provenance, export []byte) error {
+	t.Helper()
+	if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e1", UserID: user, UserMessage: "my dog is Rex", TurnAt: heldAt}}); err != nil {
 		t.Fatal(err)
 	}
-	// Held from gina's own turn, later than the exported line.
-	id, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "gina", Question: "What is my dog called?", Answer: "Rex",
-		EventID: "e1", CreatedAt: t0.Add(time.Hour), Provenance: store.Provenance{Extractor: "llm", Model: "m1"}})
+	id, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: user, Question: "What is my dog called?", Answer: "Rex",
+		EventID: "e1", CreatedAt: heldAt, Provenance: prov})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Import(ctx, "gina", "gina", bytes.NewReader(exp.Bytes())); err != nil {
+	if _, err := s.Import(ctx, user, user, bytes.NewReader(export)); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.ResetMemory(ctx, []string{"gina"}); err != nil {
+	if _, _, err := s.ResetMemory(ctx, []string{user}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ContextByID(ctx, "gina", id); err != nil {
-		t.Errorf("the pair gina imported as her own write, after a reset: %v; want it kept", err)
-	}
+	_, err = s.ContextByID(ctx, user, id)
+	return err
 }
 
 // TestReextractionKeepsAPairStoredAgainDirectly: the re-extraction by the
@@ -148,21 +158,7 @@ func TestResetKeepsAPairImportedOverAHeldOne(t *testing.T) {
 				t.Fatal(err)
 			}
 			// jade holds the pair from her own turn e1 here.
-			if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e1", UserID: "jade", UserMessage: "my dog is Rex", TurnAt: heldAt}}); err != nil {
-				t.Fatal(err)
-			}
-			id, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "jade", Question: "What is my dog called?", Answer: "Rex",
-				EventID: "e1", CreatedAt: heldAt, Provenance: llm})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.Import(ctx, "jade", "jade", bytes.NewReader(exp.Bytes())); err != nil {
-				t.Fatal(err)
-			}
-			if _, _, err := s.ResetMemory(ctx, []string{"jade"}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.ContextByID(ctx, "jade", id); err != nil {
+			if err := importOverHeldPair(t, ctx, s, "jade", heldAt, llm, exp.Bytes()); err != nil {
 				t.Errorf("the pair jade imported over the one she held, after a reset: %v; want it kept", err)
 			}
 		})
