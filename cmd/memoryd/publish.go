@@ -30,7 +30,8 @@ func runPublish(ctx context.Context, a *cli, args []string) (err error) {
        memoryd publish < turns.jsonl
 
 Publishes one turn from flags, or, without --message, turn events as JSON
-objects (one after another, e.g. JSON lines) from standard input. Prints one
+objects (one after another, e.g. JSON lines) from standard input (an event
+without "id" or "timestamp" gets a random id and the current time). Prints one
 line per turn: the event id, the stream sequence, and "duplicate" when
 JetStream had it already. Standard input is read and published one event at
 a time: an invalid event stops it there (exit 1, naming the event), after
@@ -175,6 +176,13 @@ func publishStream(r io.Reader, send func(events.Turn) error) error {
 		// U+FFFD and publish text that was not sent.
 		if !utf8.Valid(raw) {
 			return fmt.Errorf("stdin turn %d: not valid UTF-8", n)
+		}
+		// Checked before decoding too, which would keep the last of
+		// "Memory" and "memory" and publish one of two readings: memoryd
+		// refuses such an event, and so does the command.
+		if name, first, second := events.RepeatedKey(raw, events.TurnFields()); name != "" {
+			return fmt.Errorf("stdin turn %d: %w", n, &events.ValidationError{Field: name,
+				Reason: fmt.Sprintf("is given twice (as %q and %q): keys that differ only in case name the same field", first, second)})
 		}
 		var t events.Turn
 		if err := json.Unmarshal(raw, &t); err != nil {

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sashabaranov/go-openai"
 
 	"github.com/memoryd/memoryd/events/eventstest"
@@ -98,5 +100,43 @@ func TestPublishWaitTellsFailedAndWaitingTurns(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// publish from stdin refuses an event naming a field twice in another
+// case, as memoryd does (docs/protocol.md, "Publishing turns"), rather than
+// publishing the last of the two: {"Memory":false,"memory":true} went out
+// as a turn to remember, where memoryd, given the event as written, would
+// have dead-lettered and erased it as opted out (found by a newcomer's
+// walk). It stops there, the turns before it published.
+func TestPublishFromStdinRefusesFieldGivenTwice(t *testing.T) {
+	t.Parallel()
+	nc := eventstest.Conn(t)
+	prefix, stream := eventstest.Names(t, nc)
+	in := `{"id":"a","user_id":"alice","user_message":"I live in Lisbon","timestamp":"2026-11-21T10:00:00Z"}
+{"id":"b","user_id":"alice","user_message":"my diary","timestamp":"2026-11-21T10:01:00Z","Memory":false,"memory":true}
+{"id":"c","user_id":"alice","user_message":"I work as a nurse","timestamp":"2026-11-21T10:02:00Z"}`
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), &cli{stdin: strings.NewReader(in), stdout: &out, stderr: &errOut},
+		[]string{"publish", "--nats-url", eventstest.URL(), "--prefix", prefix, "--stream", stream})
+	if code != 1 || !strings.Contains(errOut.String(), `stdin turn 2: invalid turn event: memory: is given twice (as "Memory" and "memory")`) {
+		t.Fatalf("publish of an event naming memory twice: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 1 || !strings.HasPrefix(out.String(), "a seq=") || strings.Contains(out.String(), "b seq=") {
+		t.Fatalf("stream holds %d events after the refusal, want the first alone; stdout %q", info.State.Msgs, out.String())
 	}
 }
