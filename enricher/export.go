@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -332,6 +334,24 @@ func linesAsText(data []byte) bool {
 	return json.Unmarshal(data, &probe) == nil && len(probe.Lines) > 0 && probe.Lines[0] == '"'
 }
 
+// repeatedLineKey refuses an import line naming a field twice, in the same
+// or another case, as a request's own fields are (decodeWrite): the store
+// decodes lines with encoding/json, which keeps the last, where any other
+// reader of the export sees the first. n counts from the header as 1.
+func repeatedLineKey(n int, line json.RawMessage) error {
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(line, &keys) != nil {
+		return nil // not an object: the store names the line
+	}
+	// Every key the line has is a field to look for: the keys of each
+	// line type differ, and an unknown one is refused by the store anyway.
+	if name, first, second := events.RepeatedKey(line, slices.Collect(maps.Keys(keys))); name != "" {
+		return badRequest("line %d: %s is given twice (as %q and %q): keys that differ only in case name the same field; nothing of this request was imported",
+			n, first, first, second)
+	}
+	return nil
+}
+
 // importLines answers memory.import: the request's lines, the header
 // first, merged into the user's memory in one transaction (store.Import).
 func (e exports) importLines(token string, data []byte) (call, error) {
@@ -363,7 +383,10 @@ func (e exports) importLines(token string, data []byte) (call, error) {
 		return nil, err
 	}
 	var in bytes.Buffer
-	for _, l := range req.Lines {
+	for i, l := range req.Lines {
+		if err := repeatedLineKey(i+1, l); err != nil {
+			return nil, err
+		}
 		// Compact: a line sent pretty-printed must stay one line.
 		if err := json.Compact(&in, l); err != nil {
 			return nil, badRequest("lines: %s", jsonReason(err))

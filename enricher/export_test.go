@@ -533,3 +533,31 @@ func TestLargestPairWithLongestFieldsImportsBack(t *testing.T) {
 		t.Error("the pair imported back differs")
 	}
 }
+
+// TestImportLineFieldGivenTwice: a line of an import naming a field twice,
+// in the same or another case, is a 400 naming the line and writes
+// nothing, as a request's own field given twice is (docs/protocol.md,
+// "Requests, replies and errors"): encoding/json keeps the last, so
+// {"value":"Porto","Value":"Lisbon"} was imported as Lisbon where any
+// other reader of the export file sees Porto (found by a newcomer's walk).
+func TestImportLineFieldGivenTwice(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	fact := func(dup string) string {
+		return `{"type":"fact","key":"location","value":"Porto"` + dup + `,"source_at":"2026-11-01T10:00:00.000000Z","event_id":"e1","conversation_id":"","extractor":"llm","model":"m","prompt_version":"v3","updated_at":"2026-11-01T10:00:02.000000Z"}`
+	}
+	for _, tt := range []struct{ dup, want string }{
+		{`,"Value":"Lisbon"`, `line 3: value is given twice (as "value" and "Value")`},
+		{`,"value":"Lisbon"`, `line 3: value is given twice (as "value" and "value")`},
+	} {
+		body := `{"user_id":"carol","lines":[` + events.ExportHeader + `,` + fact("") + `,` + fact(tt.dup) + `]}`
+		code, desc := errorCode(t, h.raw(t, h.client.Subject("import", "carol"), []byte(body)))
+		if code != 400 || !strings.Contains(desc, tt.want) || !strings.Contains(desc, "nothing of this request was imported") {
+			t.Errorf("import line with %s: %d %q; want a 400 saying %q", tt.dup, code, desc, tt.want)
+		}
+		if got := storeExport(t, st, "carol"); string(got) != events.ExportHeader+"\n" {
+			t.Errorf("a refused import wrote:\n%.300s", got)
+		}
+	}
+}
