@@ -16,6 +16,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/memoryd/memoryd/events"
@@ -850,5 +851,45 @@ func TestMissingCredentialFilesSaidBeforeConnecting(t *testing.T) {
 		if code == 0 || !strings.Contains(errOut.String(), flag+": ") || !strings.Contains(errOut.String(), "no such file") || strings.Contains(errOut.String(), "not reachable") {
 			t.Errorf("%v: exit %d, stderr %q; want the missing %s said before connecting", args, code, errOut.String(), flag)
 		}
+	}
+}
+
+// publish from stdin checks an event's timestamp as memoryd does: one sent
+// as Go's zero time is year 1, refused, not taken as absent (it went out
+// stamped now), and a lowercase "z" is refused with memoryd's reason, not
+// Go's parser's; a timestamp absent or null is still the current time.
+func TestPublishFromStdinChecksTimestampAsMemoryd(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ ts, want string }{
+		{`"0001-01-01T00:00:00Z"`, "stdin turn 1: invalid turn event: timestamp: year 1 (UTC) is out of range"},
+		{`"2026-11-21T10:00:00z"`, "stdin turn 1: invalid turn event: timestamp: must be RFC 3339"},
+		{`"1969-12-31T23:59:59Z"`, "stdin turn 1: invalid turn event: timestamp: year 1969 (UTC) is out of range"},
+	} {
+		err := publishStream(strings.NewReader(`{"user_id":"alice","user_message":"hi","timestamp":`+tt.ts+`}`), func(turn events.Turn) error {
+			t.Errorf("timestamp %s: published as %v", tt.ts, turn.Timestamp)
+			return nil
+		})
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("timestamp %s: %v; want %q", tt.ts, err, tt.want)
+		}
+	}
+	var sent []events.Turn
+	before := time.Now()
+	err := publishStream(strings.NewReader(`{"user_id":"alice","user_message":"hi","timestamp":null,"ID":""}
+{"user_id":"alice","user_message":"hi","metadata":{"n":1234567890123456789}}`), func(turn events.Turn) error {
+		sent = append(sent, turn)
+		return nil
+	})
+	after := time.Now()
+	if err != nil || len(sent) != 2 {
+		t.Fatalf("turns without a timestamp: %v, %d sent", err, len(sent))
+	}
+	for _, turn := range sent {
+		if !strings.HasPrefix(turn.ID, "evt-") || turn.Timestamp.Before(before.Truncate(time.Microsecond)) || turn.Timestamp.After(after) {
+			t.Errorf("turn without id or timestamp sent as id %q at %v; want a random id, now", turn.ID, turn.Timestamp)
+		}
+	}
+	if string(sent[1].Metadata) != `{"n":1234567890123456789}` {
+		t.Errorf("metadata sent as %s", sent[1].Metadata)
 	}
 }

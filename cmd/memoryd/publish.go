@@ -184,20 +184,60 @@ func publishStream(r io.Reader, send func(events.Turn) error) error {
 			return fmt.Errorf("stdin turn %d: %w", n, &events.ValidationError{Field: name,
 				Reason: fmt.Sprintf("is given twice (as %q and %q): keys that differ only in case name the same field", first, second)})
 		}
-		var t events.Turn
-		if err := json.Unmarshal(raw, &t); err != nil {
+		raw, err = fillIDAndTime(raw)
+		if err != nil {
 			return fmt.Errorf("stdin turn %d: %w", n, err)
 		}
-		if t.ID == "" {
-			t.ID = newEventID()
-		}
-		if t.Timestamp.IsZero() {
-			t.Timestamp = time.Now().UTC()
+		// memoryd's own decoder: the event is refused here for what memoryd
+		// would dead-letter it for, with its reason (a zero timestamp is
+		// year 1, not absent; a lowercase "z" is no RFC 3339 of memoryd's).
+		t, err := events.Decode(raw)
+		if err != nil {
+			return fmt.Errorf("stdin turn %d: %w", n, err)
 		}
 		if err := send(t); err != nil {
 			return fmt.Errorf("stdin turn %d: %w", n, err)
 		}
 	}
+}
+
+// fillIDAndTime gives the event in raw a random id when its "id" is
+// absent, null or empty, and the current time when its "timestamp" is
+// absent or null (keys matched in any case, as the decoder does: raw names
+// no field twice); other values are kept as sent, for Decode to judge.
+func fillIDAndTime(raw json.RawMessage) (json.RawMessage, error) {
+	var probe struct {
+		ID        json.RawMessage `json:"id"`
+		Timestamp json.RawMessage `json:"timestamp"`
+	}
+	if err := json.Unmarshal(raw, &probe); err != nil {
+		return nil, err
+	}
+	absent := func(v json.RawMessage) bool { return len(v) == 0 || string(v) == "null" }
+	fillID := absent(probe.ID) || string(probe.ID) == `""`
+	fillTime := absent(probe.Timestamp)
+	if !fillID && !fillTime {
+		return raw, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	set := func(field string, v any) {
+		for k := range m {
+			if strings.EqualFold(k, field) {
+				delete(m, k)
+			}
+		}
+		m[field], _ = json.Marshal(v)
+	}
+	if fillID {
+		set("id", newEventID())
+	}
+	if fillTime {
+		set("timestamp", time.Now().UTC())
+	}
+	return json.Marshal(m)
 }
 
 func newEventID() string {
