@@ -36,6 +36,21 @@ func burstCrashRun(t *testing.T, crashLimit int64) (*crashingServer, []store.Tur
 		t.Fatal(err)
 	}
 	turns, ids := poisonTurns(marker, "b", 4, 2, "c1")
+	insertBurst(t, e, turns, ids)
+	e.start(llm, func(c *worker.Config) {
+		c.MaxAttempts = 5
+		c.JobRetryBase = 300 * time.Millisecond
+	})
+	turns = settledTurns(t, e, srv, ids)
+	return srv, turns
+}
+
+// insertBurst stores turns (of user u and one conversation, event ids
+// ids), with a debounced job each, the first due now and the others later
+// (as for turns that came a while after it), so that the first job
+// extracts the burst alone and the others name their turns meanwhile.
+func insertBurst(t *testing.T, e *env, turns []store.Turn, ids []string) {
+	t.Helper()
 	client, err := river.NewClient(riverpgxv5.New(e.store.Pool()), &river.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +61,7 @@ func burstCrashRun(t *testing.T, crashLimit int64) (*crashingServer, []store.Tur
 		}
 		jobs := make([]river.InsertManyParams, len(ids))
 		for i, id := range ids {
-			jobs[i] = river.InsertManyParams{Args: worker.ExtractArgs{UserID: "u", EventIDs: []string{id}, ConversationID: "c1"}}
+			jobs[i] = river.InsertManyParams{Args: worker.ExtractArgs{UserID: turns[i].UserID, EventIDs: []string{id}, ConversationID: turns[i].ConversationID}}
 			if i > 0 {
 				jobs[i].InsertOpts = &river.InsertOpts{ScheduledAt: time.Now().Add(time.Hour)}
 			}
@@ -57,12 +72,6 @@ func burstCrashRun(t *testing.T, crashLimit int64) (*crashingServer, []store.Tur
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.start(llm, func(c *worker.Config) {
-		c.MaxAttempts = 5
-		c.JobRetryBase = 300 * time.Millisecond
-	})
-	turns = settledTurns(t, e, srv, ids)
-	return srv, turns
 }
 
 // TestPoisonTurnInABurst: a conversation's debounced burst is extracted in

@@ -63,3 +63,7 @@ func WakeEmbedLingering(ctx context.Context, w *Worker) {
 // ForgetHold is forgetHold: the name a forget of a user's token holds while
 // it runs.
 var ForgetHold = forgetHold
+
+// RepeatedReplyReason begins the error of a turn failed because the model
+// repeated its invalid replies to the turn's request.
+const RepeatedReplyReason = repeatedReplyReason

@@ -85,18 +85,24 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 	if err != nil {
 		return e.fail(ctx, job.JobRow, job.Args.UserID, job.Args.EventIDs, err)
 	}
-	if len(turns) == 0 {
-		return nil // done by an earlier run of this job, or by its burst
-	}
 	// The users' current facts, shown to the extractor with their values.
 	// One user, but for a job enqueued before migration 012.
 	byUser := make(map[string][]store.Turn, 1)
 	for _, t := range turns {
 		byUser[t.UserID] = append(byUser[t.UserID], t)
 	}
+	if len(turns) == 0 {
+		if job.Args.ConversationID == "" || !metaTrue(job.Metadata, metaBurstSplit) {
+			return nil // done by an earlier run of this job, or by its burst
+		}
+		// A burst sent one a request (workBurst) whose turns of other
+		// jobs failed at the last run: the burst's pending turns are this
+		// job's to extract (their jobs found them claimed, and ended).
+		byUser[job.Args.UserID] = nil
+	}
 	known := make(map[string]*knownFacts, len(byUser))
 	for user, ts := range byUser {
-		if known[user], err = loadKnownFacts(ctx, s, ts); err != nil {
+		if known[user], err = loadKnownFacts(ctx, s, user, ts); err != nil {
 			return e.fail(ctx, job.JobRow, job.Args.UserID, job.Args.EventIDs, err)
 		}
 	}
@@ -316,6 +322,11 @@ const priorTurns = 4
 // and stop, leaving them pending. A claim records the job, so a run of the
 // same job takes back a claim it could not release (its process died).
 //
+// So are they once the model gave the burst's request the same invalid
+// replies at two attempts (metaBurstSplit): a turn of it that derails the
+// model, or a model that cannot follow the batch prompt, then fails that
+// turn alone, or none, where it failed every turn of the burst for good.
+//
 // Once the model server went down with the burst's request in flight
 // (metaModelCrashes), the burst's turns are extracted one a request
 // instead (extractEach), each sent alone (work): a second crash of the
@@ -348,7 +359,7 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 			e.release(ctx, job.JobRow, a.UserID, ids)
 		}
 	}()
-	if metaCount(job.Metadata, metaModelCrashes) > 0 {
+	if metaCount(job.Metadata, metaModelCrashes) > 0 || metaTrue(job.Metadata, metaBurstSplit) {
 		// Each turn with the conversation's earlier ones as context, as
 		// in a job of several turns; the claim keeps the jobs of the
 		// burst's other turns off them meanwhile.
@@ -389,6 +400,18 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 			err = ctx.Err()
 		}
 		e.flushUsage(ctx, usage)
+		if len(burst) > 1 && repeatsInvalidReply(err, job.JobRow) {
+			// The model gave the burst's request the invalid replies it
+			// gave at an earlier attempt: it would at every attempt, and
+			// failing the burst failed every turn of it for good. Its
+			// turns are sent one a request from now on (this run, and the
+			// job's next ones: metaBurstSplit), and a turn fails for good
+			// only when its own request's replies repeat.
+			e.w.logger.Info("model repeated its invalid replies to a burst's request; sending its turns one a request",
+				"job_id", job.ID, "user_id", a.UserID, "turns", len(burst), "error", err)
+			_ = river.MetadataSet(ctx, metaBurstSplit, true)
+			return e.extractEach(ctx, job, ex, over, burst, ids, known)
+		}
 		return e.fail(ctx, job.JobRow, a.UserID, ids, err)
 	}
 	done := make([]extracted, len(burst))

@@ -21,14 +21,14 @@ type knownFacts struct {
 	order  []string // the keys, most recently stated first
 }
 
-// loadKnownFacts reads the current facts of turns' user (turns are one
-// user's), leaving out those last stated by one of turns: a turn is not its
+// loadKnownFacts reads the current facts of user, leaving out those last
+// stated by one of turns (user's, maybe none): a turn is not its
 // own context. This matters when turns are extracted again (after a spend
 // cap, in a replay): shown its own earlier extraction as current, a model
 // would rightly call it unchanged and leave it out of the reply, and the
 // re-extraction, which replaces the earlier one, would lose it.
-func loadKnownFacts(ctx context.Context, s *store.Store, turns []store.Turn) (*knownFacts, error) {
-	facts, err := s.Facts(ctx, turns[0].UserID, 0) // most recently stated first
+func loadKnownFacts(ctx context.Context, s *store.Store, user string, turns []store.Turn) (*knownFacts, error) {
+	facts, err := s.Facts(ctx, user, 0) // most recently stated first
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +43,7 @@ func loadKnownFacts(ctx context.Context, s *store.Store, turns []store.Turn) (*k
 	var lists map[string][]string
 	for _, f := range facts {
 		if _, list := events.CanonicalFactKey(f.Key); list && lists == nil {
-			items, err := s.ListItems(ctx, turns[0].UserID)
+			items, err := s.ListItems(ctx, user)
 			if err != nil {
 				return nil, err
 			}

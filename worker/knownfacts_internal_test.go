@@ -89,7 +89,7 @@ func TestLoadKnownFacts(t *testing.T) {
 	if _, err := s.UpsertFacts(ctx, writes); err != nil {
 		t.Fatal(err)
 	}
-	k, err := loadKnownFacts(ctx, s, []store.Turn{{UserID: "ana", EventID: "e2"}, {UserID: "ana", EventID: "e9"}})
+	k, err := loadKnownFacts(ctx, s, "ana", []store.Turn{{UserID: "ana", EventID: "e2"}, {UserID: "ana", EventID: "e9"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,6 +122,10 @@ const (
 	// attempt is the model repeating its replies to the same request
 	// (outcome).
 	metaInvalidReply = "memoryd_invalid_reply"
+	// metaBurstSplit is true on a conversation's burst job whose request
+	// got the same invalid replies at two attempts (metaInvalidReply):
+	// its turns are sent one a request from then on (workBurst).
+	metaBurstSplit = "memoryd_burst_split"
 	// metaAloneHolds counts a job's runs held back unsent because another
 	// serve was sending a request alone (errAloneElsewhere), at most
 	// maxAloneHolds.
@@ -404,7 +408,8 @@ const rateLimitBackoffMax = time.Minute
 //     a prompt one way (a local model at temperature 0) repeats its
 //     mistake at every attempt: before, each spent two calls, ten for a
 //     turn with --max-attempts 5, where two attempts (four calls) show
-//     it.
+//     it. (A conversation's burst whose one request repeats its replies
+//     is not failed: workBurst sends its turns one a request instead.)
 //   - anything else: the error itself, so that River retries with its
 //     backoff. That includes extractor.KindTransient, errors that are not
 //     the extractor's (Postgres refusing a statement), and extractor.KindInvalidOutput
@@ -502,7 +507,7 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 		}
 	}
 	digest := replyDigestOf(err)
-	if digest != "" && !permanent && digest == metaString(job.Metadata, metaInvalidReply) {
+	if repeatsInvalidReply(err, job) {
 		cause := fmt.Errorf(repeatedReplyReason+", not retried (it fails alike until --llm-model, its server's settings or --llm-response-format change; then memoryd retry-failed): %w", err)
 		return verdict{river: river.JobCancel(cause), label: outcomeFailed, record: true, final: true, crashes: crashes, cause: cause}
 	}
@@ -510,6 +515,14 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 		return verdict{river: river.JobCancel(err), label: outcomeFailed, record: true, final: true, crashes: crashes}
 	}
 	return verdict{river: err, label: outcomeRetry, record: true, crashes: crashes, invalidReply: digest}
+}
+
+// repeatsInvalidReply reports whether err, a failed run's, is invalid
+// output with the replies of the job's last attempt that failed so, to the
+// same request (metaInvalidReply), and nothing permanent.
+func repeatsInvalidReply(err error, job *rivertype.JobRow) bool {
+	digest := replyDigestOf(err)
+	return digest != "" && !isPermanent(err) && digest == metaString(job.Metadata, metaInvalidReply)
 }
 
 // repliesError is the error of a job several of whose turns failed

@@ -113,7 +113,7 @@ func (e *extractWorker) workOverCap(ctx context.Context, job *river.Job[ExtractA
 	}
 	// Filled as work fills them: the user's current facts (the offline
 	// extraction's included) and the conversation's earlier turns.
-	known, err := loadKnownFacts(ctx, s, turns)
+	known, err := loadKnownFacts(ctx, s, turns[0].UserID, turns)
 	if err != nil {
 		return err
 	}
