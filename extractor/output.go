@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -289,7 +290,8 @@ func decodeValue(s string, python bool) (raw json.RawMessage, n int, viaPython b
 // false when s does not start with such a literal that reads one way
 // only: a bare word other than those three (what is left after an
 // apostrophe that ends a single-quoted string early, as in 'O'Brien'), an
-// escape JSON has no equivalent for (\x41, octal), a control character
+// escape JSON has no equivalent for (octal; Python's \xHH is read as the
+// code point U+00HH: pythonHexEscapes), a control character
 // in a string, or a value that never closes. The result is still decoded
 // as JSON by the caller, which rejects what else is wrong.
 func pythonToJSON(s string) (string, int, bool) {
@@ -357,9 +359,10 @@ func pythonToJSON(s string) (string, int, bool) {
 // pythonString writes to b, as a JSON string, the Python string literal
 // at the start of s (in single or double quotes), and returns its byte
 // length in s. Inside it, the other quote is text (an apostrophe in
-// "O'Brien", a double quote in 'say "hi"', which JSON escapes), and \' is
-// an apostrophe; JSON's own escapes are kept. It reports false for an
-// escape JSON lacks, a control character, or a string that never ends.
+// "O'Brien", a double quote in 'say "hi"', which JSON escapes), \' is
+// an apostrophe, and \xHH the code point U+00HH (pythonHexEscapes); JSON's
+// own escapes are kept. It reports false for another escape JSON lacks, a
+// control character, or a string that never ends.
 func pythonString(s string, b *strings.Builder) (int, bool) {
 	quote := s[0]
 	b.WriteByte('"')
@@ -379,6 +382,12 @@ func pythonString(s string, b *strings.Builder) (int, bool) {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't', 'u':
 				b.WriteByte('\\')
 				b.WriteByte(e)
+			case 'x':
+				n, ok := pythonHexEscapes(s[i-1:], b)
+				if !ok {
+					return 0, false
+				}
+				i += n - 2 // the loop steps past the last escape's last digit
 			default:
 				return 0, false
 			}
@@ -391,6 +400,35 @@ func pythonString(s string, b *strings.Builder) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// pythonHexEscapes writes to b, as JSON escapes, the run of Python \xHH
+// escapes at the start of s (each the code point U+00HH, as in a str's
+// repr: 'Jos\xe9'), and returns the run's byte length in s. It reports
+// false for an escape without two hex digits, and for a run of two or
+// more whose bytes are UTF-8 ('Jos\xc3\xa9'): that is a bytes repr a
+// model copied, "José" or "JosÃ©", which does not read one way only.
+func pythonHexEscapes(s string, b *strings.Builder) (int, bool) {
+	var run []byte
+	n := 0
+	for len(s) >= n+4 && s[n] == '\\' && s[n+1] == 'x' {
+		v, err := strconv.ParseUint(s[n+2:n+4], 16, 8)
+		if err != nil {
+			return 0, false
+		}
+		run = append(run, byte(v))
+		n += 4
+	}
+	if n == 0 || (len(s) > n+1 && s[n] == '\\' && s[n+1] == 'x') {
+		return 0, false // an escape cut short
+	}
+	if len(run) > 1 && run[0] >= 0x80 && utf8.Valid(run) {
+		return 0, false
+	}
+	for _, c := range run {
+		fmt.Fprintf(b, `\u%04x`, c)
+	}
+	return n, true
 }
 
 func decodeStrict(s string) (json.RawMessage, int, error) {

@@ -41,6 +41,12 @@ func TestPythonLiteralReply(t *testing.T) {
 			map[string]string{"motto": `say "yes"`}, 0},
 		{"JSON escapes kept", `{'facts': [{'op': 'set', 'key': 'motto', 'value': 'a\\b \u00e9'}]}`,
 			map[string]string{"motto": `a\b é`}, 0},
+		{`\xHH escape`, `{'facts': [{'op': 'set', 'key': 'name', 'value': 'Jos\xe9 \x41na'}]}`,
+			map[string]string{"name": "José Ana"}, 0},
+		{`\xHH escape in a double-quoted string`, `{"facts": [{"op": "set", "key": "employer", "value": "Malm\xf6 AB"}], "context": [],}`,
+			map[string]string{"employer": "Malmö AB"}, 0},
+		{`\xHH escape beside others`, `{'facts': [{'op': 'set', 'key': 'motto', 'value': 'caf\xe9\n\u00e9\\x41'}]}`,
+			map[string]string{"motto": "café\né\\x41"}, 0},
 		{"numbers and a list", `{'facts': [{'op': 'set', 'key': 'age', 'value': 42}, {'op': 'set', 'key': 'languages', 'value': ['English', 'Portuguese']}]}`,
 			map[string]string{"age": "42", "languages": "English, Portuguese"}, 0},
 		{"v1 object of facts", `{'facts': {'sport': 'tennis'}}`, map[string]string{"sport": "tennis"}, 0},
@@ -81,7 +87,13 @@ func TestPythonLiteralAmbiguousRejected(t *testing.T) {
 	for _, reply := range []string{
 		`{'facts': [{'op': 'set', 'key': 'employer', 'value': 'McDonald's'}]}`,
 		`{'facts': [{'op': 'set', 'key': 'genre', 'value': 'rock 'n' roll'}]}`,
-		`{'facts': [{'op': 'set', 'key': 'initial', 'value': '\x41'}]}`,
+		`{'facts': [{'op': 'set', 'key': 'initial', 'value': '\101'}]}`,
+		`{'facts': [{'op': 'set', 'key': 'initial', 'value': '\x4'}]}`,
+		`{'facts': [{'op': 'set', 'key': 'initial', 'value': '\xZZ'}]}`,
+		// Python's \xHH is a code point, but a run of them that is UTF-8
+		// is a bytes repr a model copied: "Ã©" or "é", it does not read
+		// one way only.
+		`{'facts': [{'op': 'set', 'key': 'name', 'value': 'Jos\xc3\xa9'}]}`,
 		`{'facts': [{'op': 'set', 'key': 'sport', 'value': tennis}]}`,
 		`{'facts': [{'op': 'set', 'key': 'sport', 'value': 'tennis'}]`,
 		`{'facts': [{'op': 'set', 'key': 'sport', 'value': 'ten` + "\n" + `nis'}]}`,
@@ -129,5 +141,28 @@ func TestPythonLiteralBeforeJSON(t *testing.T) {
 		if err != nil || res.Facts["name"] != "Alice" {
 			t.Errorf("%s: facts %v, %v; want name Alice", reply, res.Facts, err)
 		}
+	}
+}
+
+// TestPythonHexEscapeNotInJSON: \xHH is read in the Python fallback only:
+// the strict JSON pass rejects it (JSON has no such escape), and a reply
+// holding a JSON object is read from it, not from a Python literal with
+// \xHH before it.
+func TestPythonHexEscapeNotInJSON(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ name, s string }{
+		{"double quotes", `{"facts": {"name": "Jos\xe9"}}`},
+		{"single quotes", `{'facts': {'name': 'Jos\xe9'}}`},
+	} {
+		if _, _, _, err := decodeValue(tt.s, false); err == nil {
+			t.Errorf("%s: strict pass read %s", tt.name, tt.s)
+		}
+		if raw, _, viaPython, err := decodeValue(tt.s, true); err != nil || !viaPython || !strings.Contains(string(raw), `Jos\u00e9`) {
+			t.Errorf("%s: Python pass read %s as %s (via Python %v), %v; want Jos\u00e9", tt.name, tt.s, raw, viaPython, err)
+		}
+	}
+	res, err := parseOutput(`Draft: {'facts': {'name': 'Jos\xe9'}} final: {"facts": {"name": "Jos\u00e9 Ana"}}`)
+	if err != nil || res.Facts["name"] != "José Ana" {
+		t.Errorf("facts %v, %v; want the JSON object's name", res.Facts, err)
 	}
 }
