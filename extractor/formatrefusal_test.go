@@ -1,6 +1,7 @@
 package extractor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -192,4 +193,63 @@ func TestRefusesFormatBodies(t *testing.T) {
 			t.Errorf("refusesFormat(%s) = %v, want %v", tt.body, got, tt.want)
 		}
 	}
+}
+
+// TestRefusesFormatIgnoresEchoedRequest: a 400 that echoes the request
+// under any key (a gateway's "request", "body", "original_request"; the
+// response format or its schema alone; the request's JSON as a string,
+// re-serialised) is not read as a refusal of the format for what the echo
+// names: a step down is for good. The server's own words beside the echo
+// still are.
+func TestRefusesFormatIgnoresEchoedRequest(t *testing.T) {
+	t.Parallel()
+	srv := extractortest.NewServer(t)
+	for _, format := range []string{ResponseFormatJSONSchema, ResponseFormatJSONObject} {
+		l := newTestLLM(t, srv, func(c *LLMConfig) { c.ResponseFormat = format })
+		for _, f := range []*openai.ChatCompletionResponseFormat{l.format, l.batchFormat} {
+			msgs := []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleSystem, Content: "system"}, {Role: openai.ChatMessageRoleUser, Content: "I play tennis"}}
+			req := mustJSON(t, openai.ChatCompletionRequest{Model: "test-model", Messages: msgs, ResponseFormat: f, MaxTokens: 0})
+			formatJSON := mustJSON(t, f)
+			var pretty bytes.Buffer
+			if err := json.Indent(&pretty, []byte(req), "", "    "); err != nil {
+				t.Fatal(err)
+			}
+			str := mustJSON(t, pretty.String())
+			echoes := []string{
+				`{"error":{"message":"max_tokens must be at least 1","request":` + req + `}}`,
+				`{"error":{"message":"max_tokens must be at least 1"},"body":` + req + `}`,
+				`{"message":"max_tokens must be at least 1","original_request":{"payload":` + req + `}}`,
+				`{"error":{"message":"max_tokens must be at least 1","response_format":` + formatJSON + `}}`,
+				`{"error":{"message":"max_tokens must be at least 1","request_body":` + str + `}}`,
+				`{"errors":[{"detail":"max_tokens must be at least 1","sent":[` + req + `]}]}`,
+			}
+			if f.JSONSchema != nil {
+				echoes = append(echoes, `{"error":{"message":"max_tokens must be at least 1","json_schema":`+mustJSON(t, f.JSONSchema)+`}}`,
+					`{"error":{"message":"max_tokens must be at least 1","schema":`+string(f.JSONSchema.Schema.(json.RawMessage))+`}}`)
+			}
+			for _, body := range echoes {
+				if refusesFormat(http.StatusBadRequest, []byte(body), f, msgs) {
+					t.Errorf("%s: refusesFormat(%.200s...) = true, want false: only the echo names the format", f.Type, body)
+				}
+			}
+			for _, body := range []string{
+				`{"error":{"message":"Invalid parameter","param":"response_format","request":` + req + `}}`,
+				`{"error":{"message":"response_format is not supported by this model","echo":` + formatJSON + `}}`,
+				`{"error":{"message":"The provided JSON schema contains features not supported by xgrammar.","request_body":` + str + `}}`,
+			} {
+				if !refusesFormat(http.StatusBadRequest, []byte(body), f, msgs) {
+					t.Errorf("%s: refusesFormat(%.200s...) = false, want true: the server's own words name the format", f.Type, body)
+				}
+			}
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

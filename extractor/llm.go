@@ -703,7 +703,7 @@ func refusesFormat(status int, body []byte, format *openai.ChatCompletionRespons
 	if status != http.StatusBadRequest || format == nil {
 		return false
 	}
-	b := strings.ToLower(hideEcho(serverWords(body), msgs))
+	b := strings.ToLower(hideEcho(serverWords(body, newFormatEcho(format)), msgs))
 	for _, window := range []string{"context_length", "context length", "context window", "context size"} {
 		if strings.Contains(b, window) {
 			return false
@@ -719,13 +719,16 @@ func refusesFormat(status int, body []byte, format *openai.ChatCompletionRespons
 
 // serverWords is the text of an error body less the request it echoes: of
 // a JSON body, its keys and strings, but for the values of "input" members
-// (FastAPI's validation errors as JSON) and the "input" of the Python
+// (FastAPI's validation errors as JSON), the "input" of the Python
 // reprs of validation errors a string holds (vLLM's message: "1
 // validation error:\n  {'type': ..., 'loc': ('body',), 'msg': ...,
-// 'input': {'model': ..., 'response_format': {...}}}"); of another body
-// (or one cut short at maxErrorBodyBytes), everything before the first
-// "input". A server's own words come before the echo in both forms.
-func serverWords(body []byte) string {
+// 'input': {'model': ..., 'response_format': {...}}}"), and any value
+// that echo says is the request's, with its key (a gateway's "request",
+// "body" or "original_request", the format alone, the request's JSON as a
+// string); of another body (or one cut short at maxErrorBodyBytes),
+// everything before the first "input". A server's own words come before
+// the echo in both forms.
+func serverWords(body []byte, echo formatEcho) string {
 	var v any
 	if json.Unmarshal(body, &v) != nil {
 		s := string(body)
@@ -745,19 +748,122 @@ func serverWords(body []byte) string {
 			b.WriteByte('\n')
 		case []any:
 			for _, e := range v {
-				walk(e)
+				if !echo.of(e) {
+					walk(e)
+				}
 			}
 		case map[string]any:
 			for k, e := range v {
-				if k != "input" {
+				if k != "input" && !echo.of(e) {
 					b.WriteString(k + "\n")
 					walk(e)
 				}
 			}
 		}
 	}
-	walk(v)
+	if !echo.of(v) {
+		walk(v)
+	}
 	return b.String()
+}
+
+// formatEcho tells the values of an error body that echo the request
+// refused, by its response format: a 400 quoting the request (a gateway's
+// validation error, under whatever key) names the format there whatever
+// it refuses, and a step down is for good (refusesFormat).
+type formatEcho struct {
+	// exact holds the compact JSON (keys sorted) of the format, its
+	// json_schema and its schema; squeezed the same, and as sent, without
+	// white space, for a string holding the request's JSON
+	// (re-serialised).
+	exact    map[string]bool
+	squeezed []string
+}
+
+func newFormatEcho(format *openai.ChatCompletionResponseFormat) formatEcho {
+	e := formatEcho{exact: map[string]bool{}}
+	add := func(v any) {
+		if b, err := json.Marshal(v); err == nil {
+			if s, ok := compactJSON(b); ok {
+				// As sent (the schema's keys in its own order) and as
+				// sorted: a gateway may re-serialise either.
+				e.exact[s] = true
+				e.squeezed = append(e.squeezed, squeeze(string(b)), squeeze(s))
+			}
+		}
+	}
+	if format != nil {
+		add(format)
+		if format.JSONSchema != nil {
+			add(format.JSONSchema)
+			if format.JSONSchema.Schema != nil {
+				add(format.JSONSchema.Schema)
+			}
+		}
+	}
+	return e
+}
+
+// of reports whether v (decoded JSON) is the request's: a string holding
+// the format's JSON; an object or array equal to the format, its
+// json_schema or its schema; or an object whose "response_format" holds
+// one of them (the request, echoed whole).
+func (e formatEcho) of(v any) bool {
+	if len(e.exact) == 0 {
+		return false
+	}
+	switch v := v.(type) {
+	case string:
+		s := squeeze(v)
+		for _, n := range e.squeezed {
+			if strings.Contains(s, n) {
+				return true
+			}
+		}
+	case []any:
+		return e.exact[compactValue(v)]
+	case map[string]any:
+		if e.exact[compactValue(v)] {
+			return true
+		}
+		for k, f := range v {
+			if !strings.EqualFold(k, "response_format") {
+				continue
+			}
+			s := compactValue(f)
+			for n := range e.exact {
+				if strings.Contains(s, n) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// compactJSON is b (JSON) decoded and encoded again: compact, object keys
+// sorted, HTML characters unescaped, as compactValue writes a value.
+func compactJSON(b []byte) (string, bool) {
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return "", false
+	}
+	return compactValue(v), true
+}
+
+func compactValue(v any) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(v) != nil {
+		return ""
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// squeeze is s without white space.
+func squeeze(s string) string {
+	return strings.Join(strings.Fields(s), "")
 }
 
 // withoutReprInputs is s less the value of each 'input' member of the
