@@ -122,7 +122,10 @@ type Error struct {
 	// under load cutting its reply). Empty for replies without content
 	// (only reasoning_content, only tool calls, no choices), whose
 	// digest would not show what differs; reasoning in the content
-	// (<think>) is digested as it is. See [ReplyDigestOf].
+	// (<think>) is digested as it is. Empty too for sampled replies
+	// (a temperature above 0, or a reasoning model at the server's
+	// default) of which one is shorter than 200 bytes: a canned refusal
+	// repeats by chance (minSampledRepeat). See [ReplyDigestOf].
 	ReplyDigest string
 	// formatRefused is set on a 400 whose body names the response format
 	// asked for (refusesFormat): the LLM asks again with less (stepFormat).

@@ -458,6 +458,8 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 	// digest is of the request and the replies rejected
 	// (Error.ReplyDigest); blank: a reply had no content to digest.
 	digest, blank := newReplyDigest(req), false
+	// shortest is the length of the shortest reply rejected (minSampledRepeat).
+	shortest := math.MaxInt
 	counter := l.stepsOf(format)
 	for call := 1; ; call++ {
 		steps := counter.Load()
@@ -485,6 +487,7 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 			return usage, nil
 		}
 		blank = blank || strings.TrimSpace(reply) == ""
+		shortest = min(shortest, len(strings.TrimSpace(reply)))
 		writeDigestPart(digest, formatName(req.ResponseFormat))
 		writeDigestPart(digest, reply)
 		if got := usage.CompletionTokens - before; cut && got > 0 && got < l.cfg.MaxTokens {
@@ -500,7 +503,7 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 		}
 		if call == calls {
 			e := newError(KindInvalidOutput, "%v (after %d model calls)", err, call)
-			if !blank {
+			if !blank && (req.Temperature == math.SmallestNonzeroFloat32 || shortest >= minSampledRepeat) {
 				e.ReplyDigest = hex.EncodeToString(digest.Sum(nil)[:16])
 			}
 			// For the operator only (the log, memoryd failed), not the
@@ -518,6 +521,19 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 		req.Messages[1].Content = user + note(err)
 	}
 }
+
+// minSampledRepeat is the length in bytes below which replies sampled
+// (a temperature above 0 in LLMConfig, or a reasoning model, asked at the
+// server's default: requestTemperature) get no Error.ReplyDigest: a short
+// reply, a canned refusal ("I'm sorry, but I can't help with that.", 38
+// bytes), is the likeliest answer of a model that samples, so two
+// attempts giving it byte for byte is chance as often as not, and failing
+// the turn for good then took its later attempts, which may sample an
+// answer. Greedy decoding (temperature 0, sent as the smallest float)
+// answers a request one way, whatever the length; and a longer reply,
+// some 50 tokens, repeated byte for byte with every reply of the call is
+// no chance.
+const minSampledRepeat = 200
 
 // newReplyDigest starts the digest of a call's rejected replies
 // (Error.ReplyDigest) with its request: the model, its sampling and token

@@ -2,6 +2,7 @@ package extractor
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/memoryd/memoryd/extractor/extractortest"
@@ -43,12 +44,15 @@ func TestReplyDigest(t *testing.T) {
 		// the first's repeated: a job retried after --llm-model,
 		// the temperature or --llm-max-tokens changed gets its attempts.
 		"another model":       digestWith(func(c *LLMConfig) { c.Model = "other-model" }, "I play tennis", garbage, garbage),
-		"another temperature": digestWith(func(c *LLMConfig) { c.Temperature = 0.7 }, "I play tennis", garbage, garbage),
 		"another token limit": digestWith(func(c *LLMConfig) { c.MaxTokens = 4096 }, "I play tennis", garbage, garbage),
 	} {
 		if d == first || d == "" {
 			t.Errorf("%s: digest %q, want one of its own", name, d)
 		}
+	}
+	long := extractortest.Content("I cannot answer in JSON. " + strings.Repeat("The turn is about a sport the user plays, and I would rather describe it in prose. ", 3))
+	if d, t0 := digestWith(func(c *LLMConfig) { c.Temperature = 0.7 }, "I play tennis", long, long), digest("I play tennis", long, long); d == "" || d == t0 {
+		t.Errorf("another temperature: digest %q, want one of its own (not %q)", d, t0)
 	}
 	if d := digest("I play tennis", garbage, extractortest.Content("  ")); d != "" {
 		t.Errorf("digest %q with a blank reply, want none", d)
@@ -57,5 +61,45 @@ func TestReplyDigest(t *testing.T) {
 	thinking := extractortest.Cut("<think>The user plays tennis, so")
 	if d := digest("I play tennis", thinking, thinking); d == "" || d == first {
 		t.Errorf("digest %q of reasoning cut in the content, want one of its own", d)
+	}
+}
+
+// TestReplyDigestSampled: with sampling (a temperature above 0, or a
+// reasoning model, asked at the server's default), a short reply (a
+// canned refusal, "I can't help with that.") repeats by chance, and is no
+// sign the model answers the request one way only: its error has no
+// digest, and the turn gets its every attempt. A long one repeated byte
+// for byte is not chance, and greedy decoding (temperature 0) repeats
+// whatever it answers: those have one.
+func TestReplyDigestSampled(t *testing.T) {
+	t.Parallel()
+	refusal := "I'm sorry, but I can't help with that."
+	long := "I'm sorry, but I can't help with that. " + strings.Repeat("Extracting personal details from a conversation is something I won't do. ", 3)
+	for _, tt := range []struct {
+		name        string
+		model       string
+		temperature float32
+		first, then string
+		want        bool
+	}{
+		{"greedy, short", "test-model", 0, refusal, refusal, true},
+		{"greedy, long", "test-model", 0, long, long, true},
+		{"sampled, short", "test-model", 0.7, refusal, refusal, false},
+		{"sampled, long", "test-model", 0.7, long, long, true},
+		{"sampled, one short", "test-model", 0.7, long, refusal, false},
+		{"reasoning model at its default, short", "o3-mini", 0, refusal, refusal, false},
+		{"reasoning model at its default, long", "o3-mini", 0, long, long, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := extractortest.NewServer(t, extractortest.Content(tt.first), extractortest.Content(tt.then))
+			_, err := newTestLLM(t, srv, func(c *LLMConfig) { c.Model, c.Temperature = tt.model, tt.temperature }).Extract(context.Background(), testInput("I play tennis"))
+			if KindOf(err) != KindInvalidOutput {
+				t.Fatalf("Extract: %v, want invalid output", err)
+			}
+			if got := ReplyDigestOf(err) != ""; got != tt.want {
+				t.Errorf("digest %q, want one %v", ReplyDigestOf(err), tt.want)
+			}
+		})
 	}
 }
