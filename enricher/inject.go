@@ -2,6 +2,7 @@ package enricher
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -172,6 +173,14 @@ const (
 	inlineCiteSpecial = inlineItemSpecial + ":"
 )
 
+// The indentation of a document chunk's lines after its first (see
+// indentLines): under the entry's text in system ("1. "), two spaces in
+// inline, whose items have no marker.
+const (
+	systemIndent = "   "
+	inlineIndent = "  "
+)
+
 // cleanFact and cleanItem are the neutralized texts an injection is built of.
 type cleanFact struct {
 	key, value    string
@@ -320,6 +329,45 @@ func (c cleanChunk) cite(special string) string {
 	return b.String()
 }
 
+// neutralizeLines is neutralize keeping s's line breaks ("\n", "\r\n",
+// "\r") and each line's indentation (a tab as four spaces): a document
+// chunk's code, tables and lists read as written, where one line let a
+// "//" comment swallow the code after it. Blank lines go, so that a
+// chunk's lines are one run the formats indent under its entry (see
+// indentLines); other line breaks (U+2028, U+0085, form feed) still
+// become a space.
+func neutralizeLines(s string) string {
+	if !strings.ContainsAny(s, "\n\r") {
+		return neutralize(s)
+	}
+	var b strings.Builder
+	for _, line := range strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' }) {
+		text := neutralize(line)
+		if text == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('\n')
+		}
+		for _, c := range line[:len(line)-len(strings.TrimLeft(line, " \t"))] {
+			if c == '\t' {
+				b.WriteString("    ")
+			} else {
+				b.WriteByte(' ')
+			}
+		}
+		b.WriteString(text)
+	}
+	return b.String()
+}
+
+// indentLines puts indent before each line of s after the first: a
+// chunk's lines stay under its entry, none at the injection's margin
+// where a line could read as a new item, section or heading.
+func indentLines(s, indent string) string {
+	return strings.ReplaceAll(s, "\n", "\n"+indent)
+}
+
 func cleanChunks(chunks []events.DocumentChunk) []cleanChunk {
 	out := make([]cleanChunk, len(chunks))
 	for i, c := range chunks {
@@ -328,7 +376,7 @@ func cleanChunks(chunks []events.DocumentChunk) []cleanChunk {
 			hs[j] = neutralize(h)
 		}
 		out[i] = cleanChunk{
-			text:     neutralize(c.Text),
+			text:     neutralizeLines(c.Text),
 			source:   neutralize(c.Source),
 			headings: hs,
 			index:    c.ChunkIndex,
@@ -382,7 +430,14 @@ func renderDocs(format string, facts []cleanFact, items []cleanItem, chunks []cl
 			b.WriteString("\nRetrieved documents:\n")
 			for i, c := range chunks {
 				n++
-				fmt.Fprintf(&b, "%d. %s (source: [%d] %s)\n", n, escape(c.text, systemSpecial), i+1, c.cite(systemSpecial+citeSpecial))
+				// A chunk of several lines has its source on a line of
+				// its own: after a code fence's closing line, on it, the
+				// fence would not close.
+				sep := " "
+				if strings.Contains(c.text, "\n") {
+					sep = "\n" + systemIndent
+				}
+				fmt.Fprintf(&b, "%d. %s%s(source: [%d] %s)\n", n, indentLines(escape(c.text, systemSpecial), systemIndent), sep, i+1, c.cite(systemSpecial+citeSpecial))
 			}
 		}
 		return strings.TrimSuffix(b.String(), "\n")
@@ -407,7 +462,17 @@ func renderDocs(format string, facts []cleanFact, items []cleanItem, chunks []cl
 		if len(chunks) > 0 {
 			b.WriteString("\n### Documents\n")
 			for i, c := range chunks {
-				fmt.Fprintf(&b, "%d. %s [%d]\n   _Relevance %.2f_\n", i+1, escape(c.text, markdownSpecial), i+1, c.score)
+				text := escape(c.text, markdownSpecial)
+				if !strings.Contains(text, "\n") {
+					fmt.Fprintf(&b, "%d. %s [%d]\n   _Relevance %.2f_\n", i+1, text, i+1, c.score)
+					continue
+				}
+				// Lines indented as far as the item's text ("10. " is
+				// four wide), so that all stay in the item; its mark
+				// on the relevance line, as after a closing fence it
+				// would keep the fence open.
+				indent := strings.Repeat(" ", len(strconv.Itoa(i+1))+2)
+				fmt.Fprintf(&b, "%d. %s\n%s[%d] _Relevance %.2f_\n", i+1, indentLines(text, indent), indent, i+1, c.score)
 			}
 			// The numbered citations under the context: what a model
 			// quotes "[n]" from, and what a frontend lists under its answer.
@@ -453,7 +518,10 @@ func renderDocs(format string, facts []cleanFact, items []cleanItem, chunks []cl
 				if i > 0 || len(items) > 0 {
 					b.WriteString(" | ")
 				}
-				fmt.Fprintf(&b, "[%d] %s: %s", i+1, c.cite(inlineCiteSpecial+citeSpecial), escape(c.text, inlineItemSpecial))
+				fmt.Fprintf(&b, "[%d] %s: %s", i+1, c.cite(inlineCiteSpecial+citeSpecial), indentLines(escape(c.text, inlineItemSpecial), inlineIndent))
+				if strings.Contains(c.text, "\n") {
+					b.WriteByte('\n') // what follows a closing fence is not on its line
+				}
 			}
 			b.WriteString("]")
 		}

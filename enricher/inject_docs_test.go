@@ -11,7 +11,7 @@ import (
 // testChunks are two chunks of one document: the second has no heading and
 // text holding every format's separators and a bracket.
 var testChunks = []events.DocumentChunk{
-	{Collection: "kb", DocumentID: "d1", Source: "nats.go/README.md", HeadingPath: []string{"Basic Usage", "TLS"}, ChunkIndex: 3, Text: "Use nats.Secure()\nwith a CA.", Score: 0.8123},
+	{Collection: "kb", DocumentID: "d1", Source: "nats.go/README.md", HeadingPath: []string{"Basic Usage", "TLS"}, ChunkIndex: 3, Text: "Use nats.Secure() with a CA.", Score: 0.8123},
 	{Collection: "kb", DocumentID: "d1", Source: "notes.txt", ChunkIndex: 0, Text: "a|b: *c* _d_ [x]", Score: 0.5},
 }
 
@@ -115,6 +115,50 @@ func TestInjectDocsBudget(t *testing.T) {
 		_, _, c, text, tokens = injectDocs(format, 1, len(items), facts, items, chunks)
 		if c == nil || len(c) != 0 || text != "" || tokens != 0 {
 			t.Fatalf("%s: budget 1: %v %q", format, c, text)
+		}
+	}
+}
+
+// TestRenderDocsKeepsLines: a chunk's line breaks and indentation stay in
+// every format (code with a "//" comment, a table, a list), its lines after
+// the first indented under the chunk's entry, so that no line of a chunk
+// starts at the injection's margin; a chunk of one line reads as before.
+func TestRenderDocsKeepsLines(t *testing.T) {
+	t.Parallel()
+	chunks := []events.DocumentChunk{{Source: "go.md", HeadingPath: []string{"Loop"}, ChunkIndex: 1,
+		Text: "```go\nfor i := 0; i < n; i++ { // count\n\tsum += i\n}\n```\n\n\n| a | b |\n|---|---|\n- item [x]", Score: 0.5}}
+	tests := []struct{ format, want string }{
+		{events.FormatInline, "[context: [1] go.md › Loop, chunk 1: ```go\n" +
+			"  for i := 0; i < n; i++ { // count\n" +
+			"      sum += i\n" +
+			"  }\n" +
+			"  ```\n" +
+			"  \\| a \\| b \\|\n" +
+			"  \\|---\\|---\\|\n" +
+			"  - item (x)\n]"},
+		{events.FormatSystem, events.SystemPreamble + "\n\nRetrieved documents:\n1. ```go\n" +
+			"   for i \\:= 0; i < n; i++ { // count\n" +
+			"       sum += i\n" +
+			"   }\n" +
+			"   ```\n" +
+			"   | a | b |\n" +
+			"   |---|---|\n" +
+			"   - item (x)\n" +
+			"   (source: [1] go.md › Loop, chunk 1)"},
+		{events.FormatMarkdown, "## Knowledge Base Context\n\n### Documents\n1. ```go\n" +
+			"   for i := 0; i < n; i++ { // count\n" +
+			"       sum += i\n" +
+			"   }\n" +
+			"   ```\n" +
+			"   | a | b |\n" +
+			"   |---|---|\n" +
+			"   - item (x)\n" +
+			"   [1] _Relevance 0.50_\n" +
+			"\n### Citations\n- [1] go.md › Loop, chunk 1"},
+	}
+	for _, tt := range tests {
+		if got := renderDocs(tt.format, nil, nil, cleanChunks(chunks)); got != tt.want {
+			t.Errorf("%s:\n got %q\nwant %q", tt.format, got, tt.want)
 		}
 	}
 }

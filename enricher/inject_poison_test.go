@@ -119,6 +119,11 @@ func readInlineAll(text string) (readBack, error) {
 		if err != nil {
 			return out, err
 		}
+		// A chunk of several lines: its lines after the first indented by
+		// two spaces, a line break after its last.
+		if strings.Contains(txt, "\n") {
+			txt = strings.ReplaceAll(strings.TrimSuffix(txt, "\n"), "\n  ", "\n")
+		}
 		c.text = unescape(txt)
 		out.chunks = append(out.chunks, c)
 	}
@@ -132,7 +137,18 @@ func readSystemAll(text string) (readBack, error) {
 		return out, fmt.Errorf("no preamble")
 	}
 	section, n := "", 0
-	for _, line := range lines[1:] {
+	for i := 1; i < len(lines); i++ {
+		line := lines[i]
+		// A document of several lines: its lines after the first indented
+		// by three spaces, its source on the last.
+		for section == "Retrieved documents:" && i+1 < len(lines) && strings.HasPrefix(lines[i+1], "   ") {
+			i++
+			sep := "\n"
+			if strings.HasPrefix(lines[i], "   (source: ") && (i+1 == len(lines) || !strings.HasPrefix(lines[i+1], "   ")) {
+				sep = " "
+			}
+			line += sep + strings.TrimPrefix(lines[i], "   ")
+		}
 		switch line {
 		case "":
 			continue
@@ -215,6 +231,8 @@ var (
 	readMdSource = regexp.MustCompile(`^   _Relevance \d+\.\d\d; source: (.*)_$`)
 	readMdDoc    = regexp.MustCompile(`^(\d+)\. (.*) \[(\d+)\]$`)
 	readMdRel    = regexp.MustCompile(`^   _Relevance \d+\.\d\d_$`)
+	readMdDocs   = regexp.MustCompile(`^(\d+)\. (.*)$`)
+	readMdLast   = regexp.MustCompile(`^ +\[(\d+)\] _Relevance \d+\.\d\d_$`)
 	readMdCite   = regexp.MustCompile(`^- \[(\d+)\] (.*)$`)
 )
 
@@ -279,6 +297,23 @@ func readMarkdownAll(text string) (readBack, error) {
 			out.items = append(out.items, [2]string{unescape(q), unescape(a)})
 			out.srcs = append(out.srcs, src)
 		case "### Documents":
+			// A document of several lines: its lines after the first
+			// indented as far as its text, its mark on the relevance line.
+			if m := readMdDocs.FindStringSubmatch(line); m != nil && i+1 < len(lines) && !readMdRel.MatchString(lines[i+1]) {
+				indent := strings.Repeat(" ", len(m[1])+2)
+				txt := m[2]
+				for i++; i < len(lines) && strings.HasPrefix(lines[i], indent) && !readMdLast.MatchString(lines[i]); i++ {
+					txt += "\n" + strings.TrimPrefix(lines[i], indent)
+				}
+				if i == len(lines) {
+					return out, fmt.Errorf("document %q has no relevance line", line)
+				}
+				if mk := readMdLast.FindStringSubmatch(lines[i]); mk == nil || mk[1] != fmt.Sprint(len(out.chunks)+1) || mk[1] != m[1] {
+					return out, fmt.Errorf("document line %q", lines[i])
+				}
+				out.chunks = append(out.chunks, readChunk{text: unescape(txt)})
+				continue
+			}
 			m := readMdDoc.FindStringSubmatch(line)
 			if m == nil || m[3] != fmt.Sprint(len(out.chunks)+1) || i+1 >= len(lines) || !readMdRel.MatchString(lines[i+1]) {
 				return out, fmt.Errorf("document line %q", line)

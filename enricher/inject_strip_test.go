@@ -40,6 +40,8 @@ func TestEchoedInjectionIsStripped(t *testing.T) {
 			{"items", nil, items, nil},
 			{"chunks", nil, nil, testChunks},
 			{"all", facts, items, testChunks},
+			// A chunk keeps its lines, indented under its entry.
+			{"chunk of lines", facts, nil, []events.DocumentChunk{{Source: "go.md", Text: "```go\nx := 1 // one\n\ty++\n```\n| a | b |", Score: 0.5}, testChunks[1]}},
 		} {
 			inj := renderDocs(format, cleanFacts(tc.facts, time.UTC), cleanItems(tc.items, time.UTC), cleanChunks(tc.chunks))
 			for _, msg := range messages {

@@ -90,16 +90,40 @@ func endsWithBlank(s string) bool {
 }
 
 // Line shapes of the system and markdown injections (enricher's
-// renderDocs): stored text never holds a line break (neutralize), so each
-// fact, item, source and citation is one line of its shape, and the
-// block ends at the first line of none. Leading spaces are not required:
+// renderDocs): stored text holds no line break (neutralize) but a
+// document chunk's (see chunkLines), so each fact, item, source and
+// citation is one line of its shape, and the block ends at the first line
+// of none. Leading spaces are not required:
 // a frontend or a model may have reformatted the indentation.
 var (
 	systemLineRE     = regexp.MustCompile(`^(?:|Facts about the user:|Retrieved memories:|Retrieved documents:|\d+\. .*\(source: .*\))$`)
 	systemHeaderRE   = regexp.MustCompile(`^(?:Facts about the user:|Retrieved memories:|Retrieved documents:)$`)
 	markdownHeaderRE = regexp.MustCompile(`^### (?:Facts|Relevant memories|Documents|Citations)$`)
 	markdownLineRE   = regexp.MustCompile(`^(?:|### (?:Facts|Relevant memories|Documents|Citations)|- \*\*.*\*\*: .*_\(source: .*\)_|\d+\. \*\*User:\*\* .*|\*\*Assistant:\*\* .*|_Relevance \d+\.\d+(?:; source: .*)?_|\d+\. .* \[\d+\]|- \[\d+\] .*)$`)
+
+	// A document chunk of several lines: its numbered first line, its
+	// other lines indented, and its last line (source, or mark and
+	// relevance) of these shapes.
+	numberedRE     = regexp.MustCompile(`^\d+\. `)
+	systemLastRE   = regexp.MustCompile(`^\(source: \[\d+\] .*\)$`)
+	markdownLastRE = regexp.MustCompile(`^\[\d+\] _Relevance \d+\.\d+_$`)
 )
+
+// chunkLines is how many lines from lines[i] are a document chunk of
+// several lines ending in a line of last's shape, 0 when they are not:
+// a numbered line, then lines indented by at least two spaces, the last of
+// last's shape.
+func chunkLines(lines []string, i int, last *regexp.Regexp) int {
+	if !numberedRE.MatchString(strings.TrimSpace(lines[i])) {
+		return 0
+	}
+	for j := i + 1; j < len(lines) && strings.HasPrefix(lines[j], "  "); j++ {
+		if last.MatchString(strings.TrimSpace(lines[j])) {
+			return j - i + 1
+		}
+	}
+	return 0
+}
 
 // stripFormatted removes the system and markdown injections s holds
 // (events.SystemPreamble, events.MarkdownHeading): from the line that
@@ -114,14 +138,14 @@ func stripFormatted(s string) string {
 	lines := strings.Split(s, "\n")
 	out := lines[:0]
 	for i := 0; i < len(lines); i++ {
-		var shape, header *regexp.Regexp
+		var shape, header, last *regexp.Regexp
 		switch line := strings.TrimSpace(lines[i]); {
 		case line == events.MarkdownHeading:
-			shape, header = markdownLineRE, markdownHeaderRE
+			shape, header, last = markdownLineRE, markdownHeaderRE, markdownLastRE
 		// The preamble alone on its line (or its older, shorter form): a
 		// line that goes on past it is a user's and kept.
 		case strings.HasPrefix(line, systemLead) && strings.HasPrefix(events.SystemPreamble, line):
-			shape, header = systemLineRE, systemHeaderRE
+			shape, header, last = systemLineRE, systemHeaderRE, systemLastRE
 		default:
 			out = append(out, lines[i])
 			continue
@@ -129,6 +153,10 @@ func stripFormatted(s string) string {
 		for i+1 < len(lines) {
 			next := strings.TrimSpace(lines[i+1])
 			if next != "" {
+				if n := chunkLines(lines, i+1, last); n > 0 {
+					i += n
+					continue
+				}
 				if !shape.MatchString(next) {
 					break
 				}
