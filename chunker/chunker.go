@@ -16,7 +16,13 @@
 // Every chunk's text is a slice of the source (Chunk.Start, Chunk.End), so a
 // citation can point into the document; heading lines are not in any chunk's
 // text, only in Headings. Every other non-blank byte of the source is in at
-// least one chunk.
+// least one chunk. One exception: a fenced code block or a table longer
+// than a chunk is cut between lines or rows, and a chunk starting inside
+// one opens with the fence's line (info string included) or the table's
+// header and delimiter rows, and one ending inside a code block closes
+// its fence, so that each piece reads as code or as a table; the slice is
+// then inside the text. Such a section's chunks are packed smaller by what
+// they repeat, so no chunk exceeds Config.MaxTokens.
 package chunker
 
 import (
@@ -108,13 +114,76 @@ func Split(src string, cfg Config) ([]Chunk, error) {
 	}
 	var chunks []Chunk
 	for _, sec := range sections(src) {
-		segs := segments(src, sec.blocks, cfg.MaxTokens)
-		for _, sp := range pack(src, segs, cfg) {
+		// A section with a code block or table longer than a chunk is
+		// packed smaller by what a chunk continuing one repeats (see
+		// continued).
+		c := cfg
+		c.MaxTokens -= continuing(src, sec.blocks, cfg.MaxTokens)
+		segs := segments(src, sec.blocks, c.MaxTokens)
+		for _, sp := range pack(src, segs, c) {
+			text := continued(src, sec.blocks, sp, cfg.MaxTokens, c.MaxTokens)
 			chunks = append(chunks, Chunk{Index: len(chunks), Headings: sec.headings,
-				Start: sp.s, End: sp.e, Text: src[sp.s:sp.e], Tokens: Tokens(src[sp.s:sp.e])})
+				Start: sp.s, End: sp.e, Text: text, Tokens: Tokens(text)})
 		}
 	}
 	return chunks, nil
+}
+
+// continues reports whether a chunk cut inside b repeats b's head: b is
+// a code block or table longer than limit (what its section's chunks are
+// packed to) whose head (with a closing fence) takes at most a third of
+// max, the chunk size. A fence's line or a header row was
+// only in the block's first chunk: the later ones started mid-code, a
+// "//" or "#" comment read as prose, or with rows whose columns nothing
+// named (a walk with real documents).
+func continues(src string, b block, max, limit int) bool {
+	return b.head > 0 && Tokens(src[b.s:b.e]) > limit && headTokens(src, b) <= max/3
+}
+
+// headTokens counts what a chunk continuing b adds: b's head and a line
+// break, and a code block's line break and closing fence.
+func headTokens(src string, b block) int {
+	if b.head == 0 {
+		return 0
+	}
+	n := Tokens(src[b.s:b.head]) + 1
+	if b.code {
+		n += Tokens(b.fence) + 1
+	}
+	return n
+}
+
+// continuing is the most tokens a chunk of blocks repeats: of the blocks
+// that do not fit a chunk with their head (continues). Packed to size less
+// that, a block that then does not fit has a smaller head.
+func continuing(src string, blocks []block, size int) int {
+	n := 0
+	for _, b := range blocks {
+		if h := headTokens(src, b); continues(src, b, size, size-h) {
+			n = max(n, h)
+		}
+	}
+	return n
+}
+
+// continued is the text of the chunk at sp: the source, opening with the
+// head of a block it starts inside of after that head (a code block's
+// fence line with its info string, a table's header and delimiter rows),
+// and closing a code block it ends inside of with its fence.
+func continued(src string, blocks []block, sp span, size, limit int) string {
+	text := src[sp.s:sp.e]
+	for _, b := range blocks {
+		if b.e <= sp.s || b.s >= sp.e || !continues(src, b, size, limit) {
+			continue
+		}
+		if sp.s >= b.head && sp.s < b.e {
+			text = src[b.s:b.head] + "\n" + text
+		}
+		if b.code && sp.e > b.s && sp.e < b.e {
+			text += "\n" + b.fence
+		}
+	}
+	return text
 }
 
 // Tokens estimates the tokens of s as chat models count them: a CJK
@@ -137,6 +206,12 @@ type span struct{ s, e int }
 type block struct {
 	span
 	code bool
+	// head ends what a chunk starting inside the block repeats: a code
+	// block's opening fence line, a table's header and delimiter rows; 0
+	// for other paragraphs.
+	head int
+	// fence closes a code block ("```", "~~~~").
+	fence string
 }
 
 // section is the blocks under one heading path.
@@ -160,7 +235,9 @@ func sections(src string) []section {
 	)
 	closePara := func() {
 		if para >= 0 {
-			cur.blocks = append(cur.blocks, block{span: span{para, paraE}})
+			b := block{span: span{para, paraE}}
+			b.head = tableHead(src, b.span)
+			cur.blocks = append(cur.blocks, b)
 			para = -1
 		}
 	}
@@ -211,7 +288,7 @@ func sections(src string) []section {
 		switch {
 		case fence != "":
 			if indent <= 3 && strings.HasPrefix(trimmed, fence) && strings.Trim(trimmed, fence[:1]) == "" {
-				cur.blocks = append(cur.blocks, block{span: span{codeS, lineE}, code: true})
+				cur.blocks = append(cur.blocks, codeBlock(src, span{codeS, lineE}, fence))
 				fence = ""
 			}
 		case indent <= 3 && (strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~")):
@@ -241,10 +318,39 @@ func sections(src string) []section {
 		pos = next
 	}
 	if fence != "" { // an unclosed fence runs to the end
-		cur.blocks = append(cur.blocks, block{span: trim(src, span{codeS, len(src)}), code: true})
+		cur.blocks = append(cur.blocks, codeBlock(src, trim(src, span{codeS, len(src)}), fence))
 	}
 	closeSection()
 	return out
+}
+
+// codeBlock is the fenced code block at sp, opened and closed by fence.
+func codeBlock(src string, sp span, fence string) block {
+	head := sp.e
+	if i := strings.IndexByte(src[sp.s:sp.e], '\n'); i >= 0 {
+		head = sp.s + i
+	}
+	head = trim(src, span{sp.s, head}).e // without a "\r"
+	return block{span: sp, code: true, head: head, fence: fence}
+}
+
+// tableDelimiter is a table's delimiter row ("|---|:--:|", "--- | ---").
+var tableDelimiter = regexp.MustCompile(`^\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?$`)
+
+// tableHead is where a table's delimiter row ends when the paragraph at
+// sp opens with a table (a header row holding "|", then a delimiter row
+// holding "|" or starting with one), else 0.
+func tableHead(src string, sp span) int {
+	first, rest, ok := strings.Cut(src[sp.s:sp.e], "\n")
+	if !ok || !strings.Contains(first, "|") {
+		return 0
+	}
+	second, _, _ := strings.Cut(rest, "\n")
+	d := strings.TrimSpace(second)
+	if !strings.Contains(d, "|") || !tableDelimiter.MatchString(d) {
+		return 0
+	}
+	return trim(src, span{sp.s, sp.s + len(first) + 1 + len(second)}).e
 }
 
 // frontMatterKey is a YAML mapping line of front matter: "key:" and its
@@ -452,7 +558,9 @@ func segments(src string, blocks []block, max int) []segment {
 		switch {
 		case b.code && Tokens(src[b.s:b.e]) <= max:
 			parts = []span{b.span}
-		case b.code:
+		case b.code, b.head > 0 && Tokens(src[b.s:b.e]) > max:
+			// A table too long for a chunk is cut between rows, as
+			// code between lines.
 			parts = lineSpans(src, b.span)
 		default:
 			parts = sentences(src, b.span)
