@@ -171,7 +171,7 @@ func (d docs) put(token string, data []byte) (call, error) {
 		req.Metadata = nil // as absent
 	}
 	if len(req.Content) > d.maxBytes {
-		return nil, badRequest("content is %d bytes, over the %d byte document limit", len(req.Content), d.maxBytes)
+		return nil, badRequest("content is %d bytes, over the %d byte document limit (serve's --max-document-bytes): split the document, or raise the limit", len(req.Content), d.maxBytes)
 	}
 	if req.ChunkTokens != 0 || req.OverlapTokens != 0 {
 		if req.OverlapTokens < 0 {
@@ -184,8 +184,19 @@ func (d docs) put(token string, data []byte) (call, error) {
 		// An overlap over half a chunk is cut to half (documented).
 		req.OverlapTokens = min(req.OverlapTokens, c.MaxTokens/2)
 	}
+	// largest is the largest chunk's tokens, of the last chunking (a
+	// transaction tried again chunks again).
+	largest := 0
 	put := store.DocumentPut{Owner: o, Collection: req.Collection, ChunkTokens: req.ChunkTokens, OverlapTokens: req.OverlapTokens,
-		DocID: req.DocID, Source: req.Source, Content: req.Content, Metadata: req.Metadata, Chunk: ChunkDocument,
+		DocID: req.DocID, Source: req.Source, Content: req.Content, Metadata: req.Metadata,
+		Chunk: func(c store.Collection, content string) ([]store.ChunkText, error) {
+			cs, err := ChunkDocument(c, content)
+			largest = 0
+			for _, ch := range cs {
+				largest = max(largest, chunker.Tokens(ch.Text))
+			}
+			return cs, err
+		},
 		MaxTotalBytes: d.maxTotal}
 	later := d.index != nil && len(req.Content) > d.inlineBytes
 	if later {
@@ -213,7 +224,7 @@ func (d docs) put(token string, data []byte) (call, error) {
 			return nil, putError(err)
 		}
 		return events.DocsPutReply{Collection: req.Collection, DocID: r.DocID, Hash: r.Hash, Unchanged: r.Unchanged,
-			Status: r.Status, Searchable: r.Status == store.DocReady, Chunks: r.Chunks, JobID: job}, nil
+			Status: r.Status, Searchable: r.Status == store.DocReady, Chunks: r.Chunks, JobID: job, LargestChunkTokens: largest}, nil
 	}, nil
 }
 

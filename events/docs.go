@@ -77,6 +77,11 @@ type DocsPutReply struct {
 	Searchable bool   `json:"searchable"`
 	Chunks     int    `json:"chunks"`
 	JobID      int64  `json:"job_id,omitempty"`
+	// LargestChunkTokens is the tokens of the document's largest chunk
+	// (chunker.Tokens, as enrich's budget counts) when this put chunked
+	// it; absent otherwise. A chunk over a request's max_tokens is never
+	// injected by enrich.
+	LargestChunkTokens int `json:"largest_chunk_tokens,omitempty"`
 }
 
 // DocsDeleteRequest deletes a document (memory.docs.delete).

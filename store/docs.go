@@ -236,6 +236,10 @@ func (p *DocumentPut) validate() error {
 		// is the usual cause): said so, not "not UTF-8".
 		return fmt.Errorf("document content holds a NUL byte (at byte %d): not text Postgres can store", i)
 	}
+	if strings.TrimSpace(p.Content) == "" {
+		// Stored, it would have no chunk: nothing of it is ever found.
+		return errors.New("document content is empty or white space only: nothing to search")
+	}
 	if len(p.Metadata) > MaxMetadataBytes {
 		return fmt.Errorf("document metadata is %d bytes, over %d", len(p.Metadata), MaxMetadataBytes)
 	}
@@ -421,6 +425,13 @@ func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, erro
 		c, err := q.collection(ctx, p.Owner, p.Collection, true, p.ChunkTokens, p.OverlapTokens)
 		if err != nil {
 			return err
+		}
+		if p.ChunkTokens != 0 && p.ChunkTokens != c.ChunkTokens {
+			// Its documents are cut one way: taking the collection's size
+			// without a word left the caller believing in its own.
+			return fmt.Errorf("put document: %w", InvalidDocument(fmt.Errorf(
+				"collection %q cuts chunks of %d tokens, set when it was created: chunk_tokens %d differs (leave it out to use the collection's; to cut documents to another size, put them into a new collection)",
+				p.Collection, c.ChunkTokens, p.ChunkTokens)))
 		}
 		r.Collection = c
 		var hash, status string

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/memoryd/memoryd/events"
 )
@@ -221,7 +224,7 @@ type docsPutLine struct {
 // line per file as it goes (the progress); any failure makes the command
 // fail after the rest were tried.
 func docsPut(ctx context.Context, a *cli, c *events.Client, o *clientOptions, base events.DocsPutRequest, files []string) error {
-	failed := 0
+	failed, unchanged := 0, 0
 	start := time.Now()
 	clashes := idClashes(base.DocID, files)
 	for i, file := range files {
@@ -235,6 +238,10 @@ func docsPut(ctx context.Context, a *cli, c *events.Client, o *clientOptions, ba
 			err = fmt.Errorf("document id %q is also %s's (a file's id is its name), so %s: "+
 				"give each its own id with --id (one file a put), or put them into separate collections", filepath.Base(file), strings.Join(others, "'s and "), none)
 		}
+		if err == nil && o.nc != nil && int64(len(data)) > o.nc.MaxPayload() {
+			// Said before encoding megabytes into a request NATS refuses.
+			err = tooLarge(o, file, len(data))
+		}
 		if err == nil {
 			req.Content, req.Source = string(data), filepath.Base(file)
 			if req.DocID == "" {
@@ -244,6 +251,12 @@ func docsPut(ctx context.Context, a *cli, c *events.Client, o *clientOptions, ba
 			var r events.DocsPutReply
 			r, err = c.PutDocument(reqCtx, req)
 			cancel()
+			if errors.Is(err, nats.ErrMaxPayload) {
+				err = tooLarge(o, file, len(data))
+			}
+			if err == nil && r.Unchanged {
+				unchanged++
+			}
 			if err == nil && o.json {
 				// One line a file (JSON Lines), as the files are put.
 				if err := json.NewEncoder(a.stdout).Encode(docsPutLine{File: file, Reply: &r}); err != nil {
@@ -259,6 +272,13 @@ func docsPut(ctx context.Context, a *cli, c *events.Client, o *clientOptions, ba
 				case !r.Searchable:
 					state = fmt.Sprintf("pending (job %d)", r.JobID)
 				}
+				if r.LargestChunkTokens > events.DefaultMaxTokens {
+					// Never injected at enrich's default budget: said here,
+					// where the chunk size was chosen.
+					state += fmt.Sprintf("; warning: its largest chunk is %d tokens, over enrich's default max_tokens of %d: enrich injects no chunk larger than a request's max_tokens "+
+						"(send a larger max_tokens, or put the documents into a collection of a smaller --chunk-tokens; docs search finds them whatever their size)",
+						r.LargestChunkTokens, events.DefaultMaxTokens)
+				}
 				fmt.Fprintf(a.stdout, "[%d/%d] %s: %s\n", i+1, len(files), file, state)
 				continue
 			}
@@ -272,11 +292,28 @@ func docsPut(ctx context.Context, a *cli, c *events.Client, o *clientOptions, ba
 		}
 		fmt.Fprintf(a.stdout, "[%d/%d] %s: failed: %v\n", i+1, len(files), file, o.callError(err))
 	}
-	fmt.Fprintf(a.stderr, "%d file(s) put, %d failed, in %s\n", len(files)-failed, failed, time.Since(start).Round(time.Millisecond))
+	// Files of the content already stored are counted apart: "2 file(s)
+	// put" of a put that wrote nothing misled.
+	summary := fmt.Sprintf("%d file(s) put, ", len(files)-failed-unchanged)
+	if unchanged > 0 {
+		summary += fmt.Sprintf("%d unchanged, ", unchanged)
+	}
+	fmt.Fprintf(a.stderr, "%s%d failed, in %s\n", summary, failed, time.Since(start).Round(time.Millisecond))
 	if failed > 0 {
 		return fmt.Errorf("%d of %d file(s) failed", failed, len(files))
 	}
 	return nil
+}
+
+// tooLarge is the error of a file whose put is larger than the NATS
+// server's max_payload: the file, its size, the limit and what to do.
+func tooLarge(o *clientOptions, file string, size int) error {
+	limit := "its max_payload"
+	if o.nc != nil {
+		limit = fmt.Sprintf("its max_payload of %d bytes", o.nc.MaxPayload())
+	}
+	return fmt.Errorf("%s is %d bytes, larger than the NATS server takes (%s, for the request with the content JSON-escaped); memoryd takes documents up to serve's --max-document-bytes (8 MiB by default): "+
+		"split the file into smaller documents, or raise max_payload in the NATS server's configuration", filepath.Base(file), size, limit)
 }
 
 // idClashes maps the index of each file that would get the same document

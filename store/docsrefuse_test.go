@@ -1,0 +1,43 @@
+package store_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/memoryd/memoryd/store"
+)
+
+// TestPutDocumentRefusesAnotherChunkSize: a put naming a chunk size other
+// than its collection's is refused, naming chunk_tokens and both sizes;
+// the collection's own size, or none, is taken. Before, the collection's
+// size was used and the request's ignored without a word.
+func TestPutDocumentRefusesAnotherChunkSize(t *testing.T) {
+	ctx, s := setup(t)
+	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "c", DocID: "a", Content: guide, ChunkTokens: 100})
+	_, err := s.PutDocument(ctx, store.DocumentPut{Owner: alice, Collection: "c", DocID: "b", Content: guide, ChunkTokens: 300, Chunk: chunkWith})
+	if !errors.Is(err, store.ErrInvalidDocument) || !strings.Contains(err.Error(), "chunk_tokens 300") || !strings.Contains(err.Error(), "100") {
+		t.Fatalf("put with chunk_tokens 300 into a collection of 100: %v, want a refusal naming chunk_tokens and both sizes", err)
+	}
+	if docs, _, err := s.ListDocuments(ctx, alice, "c", "", 10); err != nil || len(docs) != 1 {
+		t.Fatalf("after the refusal: %+v %v, want document a only", docs, err)
+	}
+	for _, n := range []int{0, 100} {
+		if r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "c", DocID: "b", Content: guide, ChunkTokens: n}); r.Collection.ChunkTokens != 100 {
+			t.Fatalf("put with chunk_tokens %d: %+v", n, r)
+		}
+	}
+}
+
+// TestPutDocumentRefusesWhiteSpace: a document of white space only is
+// refused, as empty content is. Before, it was stored with no chunk.
+func TestPutDocumentRefusesWhiteSpace(t *testing.T) {
+	ctx, s := setup(t)
+	_, err := s.PutDocument(ctx, store.DocumentPut{Owner: alice, Collection: "c", DocID: "d", Content: " \n\t\r\n\u3000 ", Chunk: chunkWith})
+	if !errors.Is(err, store.ErrInvalidDocument) || !strings.Contains(err.Error(), "white space") {
+		t.Fatalf("put of white space: %v, want a refusal saying it is white space only", err)
+	}
+	if docs, err := s.Collections(ctx, alice); err != nil || len(docs) != 0 {
+		t.Fatalf("a refused put left collections %+v (%v)", docs, err)
+	}
+}
