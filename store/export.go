@@ -309,39 +309,71 @@ func (s *Store) applyImport(ctx context.Context, userID string, byType map[strin
 // told (two users' frontends may both count 1, 2, ... at the same times),
 // and what it keeps a replay at worst rebuilds again, where what it deleted
 // would be lost for good.
+//
+// A fact line's record holds the line too (migration 067): one that lost
+// to the user's own later statement of the key is written nowhere else,
+// and a reset writes it back (reinstateImportedFacts). A record of before
+// 067 gets it when the same line is imported again.
 func (s *Store) recordImportSources(ctx context.Context, userID string, byType map[string][]any) error {
-	var ids, contents []string
-	add := func(id, content string) {
+	var (
+		ids, contents []string
+		facts         []*string // NULL but for facts
+	)
+	add := func(id, content string, fact *string) {
 		if id != "" {
-			ids, contents = append(ids, id), append(contents, content)
+			ids, contents, facts = append(ids, id), append(contents, content), append(facts, fact)
 		}
 	}
 	for _, l := range byType["fact"] {
 		if f, ok := l.(*factLine); ok {
 			sum := md5.Sum([]byte(f.Value))
-			add(f.EventID, "f:"+f.Key+":"+hex.EncodeToString(sum[:]))
+			line, err := json.Marshal(importedFactLine{Key: f.Key, Value: f.Value, SourceAt: f.sourceAt, ConversationID: f.ConversationID,
+				Extractor: f.Extractor, Model: f.Model, PromptVersion: f.PromptVersion, UpdatedAt: f.updatedAt})
+			if err != nil {
+				return fmt.Errorf("record import sources: %w", err)
+			}
+			js := string(line)
+			add(f.EventID, "f:"+f.Key+":"+hex.EncodeToString(sum[:]), &js)
 		}
 	}
 	for _, l := range byType["fact_item"] {
 		if f, ok := l.(*factItemLine); ok {
-			add(f.EventID, "i:"+f.Key+":"+itemIdentity(f.Value))
+			add(f.EventID, "i:"+f.Key+":"+itemIdentity(f.Value), nil)
 		}
 	}
 	for _, l := range byType["context"] {
 		if c, ok := l.(*contextLine); ok {
-			add(c.EventID, "c:"+hex.EncodeToString(ContentHash(userID, c.Question, c.Answer)))
+			add(c.EventID, "c:"+hex.EncodeToString(ContentHash(userID, c.Question, c.Answer)), nil)
 		}
 	}
 	if len(ids) == 0 {
 		return nil
 	}
+	// One row per record (ON CONFLICT cannot touch a row twice in one
+	// statement): of two lines of a key with one value and event id, the
+	// later.
 	if _, err := s.db.Exec(ctx, `
-		INSERT INTO import_sources (user_id, event_id, content)
-		SELECT DISTINCT $1, e, c FROM unnest($2::text[], $3::text[]) AS w(e, c)
-		ON CONFLICT DO NOTHING`, userID, ids, contents); err != nil {
+		INSERT INTO import_sources AS i (user_id, event_id, content, fact)
+		SELECT DISTINCT ON (e, c) $1, e, c, f FROM unnest($2::text[], $3::text[], $4::jsonb[]) AS w(e, c, f)
+		ORDER BY e, c, (f->>'source_at')::timestamptz DESC NULLS LAST
+		ON CONFLICT (user_id, event_id, content) DO UPDATE SET fact = excluded.fact
+		WHERE i.fact IS NULL AND excluded.fact IS NOT NULL`, userID, ids, contents, facts); err != nil {
 		return fmt.Errorf("record import sources: %w", err)
 	}
 	return nil
+}
+
+// importedFactLine is an imported fact line as import_sources.fact holds
+// it (migration 067), with its event id in the record's own column.
+type importedFactLine struct {
+	Key            string    `json:"key"`
+	Value          string    `json:"value"`
+	SourceAt       time.Time `json:"source_at"`
+	ConversationID string    `json:"conversation_id"`
+	Extractor      string    `json:"extractor"`
+	Model          string    `json:"model"`
+	PromptVersion  string    `json:"prompt_version"`
+	UpdatedAt      time.Time `json:"updated_at"`
 }
 
 // importHookKey keys a test hook Import calls half-way, after writing facts.
@@ -1308,7 +1340,19 @@ func applyContextClears(ctx context.Context, q *Store, userID string, lines []an
 		if err := q.lockItems(ctx, "UPDATE", `x.user_id = $1 AND x.id = ANY($2)`, userID, gone); err != nil {
 			return 0, err
 		}
-		if _, err := q.db.Exec(ctx, `DELETE FROM context WHERE user_id = $1 AND id = ANY($2)`, userID, gone); err != nil {
+		rows, err := q.db.Query(ctx, `DELETE FROM context WHERE user_id = $1 AND id = ANY($2) RETURNING content_hash`, userID, gone)
+		if err != nil {
+			return 0, err
+		}
+		hashes, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+		if err != nil {
+			return 0, err
+		}
+		// What imports recorded of the pairs goes with them, as with a
+		// clear's (DeleteContext): the record outliving the item kept, as
+		// imported, the pair a turn of the user's stated again after the
+		// clear (TestResetDeletesAPairFromATurnAfterTheImportedOneWasCleared).
+		if err := q.dropImportedPairs(ctx, userID, hashes); err != nil {
 			return 0, err
 		}
 	}

@@ -497,6 +497,15 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 				changed[u] = true
 			}
 		}
+		if !withDirect {
+			users, err := s.reinstateImportedFacts(ctx, all, userIDs)
+			if err != nil {
+				return err
+			}
+			for _, u := range users {
+				changed[u] = true
+			}
+		}
 		_, err := s.materialise(ctx, listKeys, nil)
 		return err
 	})
@@ -517,6 +526,46 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 		}
 	}
 	return r, nil
+}
+
+// reinstateImportedFacts writes back, after a reset's delete, the fact
+// lines imports brought (import_sources.fact, migration 067) by the
+// facts' rule (upsertSingles: source time, a direct write, stream
+// position, event id, value), returning the users it wrote for. A line
+// that lost to the user's own later statement was written nowhere else:
+// the reset deleted that statement's fact, and a replay by a model that
+// no longer extracts it left the key empty, though the import still said
+// it (TestResetKeepsAFactImportedBehindTheUsersNewerOne). The replay's
+// later statements win over it again. A key cleared no earlier than the
+// line (the direct clears the reset keeps) stays cleared, and a list
+// key's row is left to materialise, from the items the reset keeps.
+func (s *Store) reinstateImportedFacts(ctx context.Context, all bool, userIDs []string) ([]string, error) {
+	var users []string
+	if err := s.db.QueryRow(ctx, `WITH lines AS (
+			SELECT DISTINCT ON (i.user_id, i.fact->>'key') i.user_id AS u, i.fact->>'key' AS k, i.fact->>'value' AS v,
+				(i.fact->>'source_at')::timestamptz AS a, i.event_id AS e, i.fact->>'conversation_id' AS cv,
+				i.fact->>'extractor' AS x, i.fact->>'model' AS m, i.fact->>'prompt_version' AS p,
+				(i.fact->>'updated_at')::timestamptz AS up
+			FROM import_sources i
+			WHERE ($1 OR i.user_id = ANY($2)) AND i.fact IS NOT NULL
+			ORDER BY i.user_id, i.fact->>'key', (i.fact->>'source_at')::timestamptz DESC, i.fact->>'extractor' = 'direct' DESC,
+				i.event_id COLLATE "C" DESC, i.fact->>'value' COLLATE "C" DESC
+		), written AS (
+			INSERT INTO facts AS f (user_id, key, value, source_at, event_id, conversation_id, extractor, model, prompt_version, updated_at)
+			SELECT u, k, v, a, e, cv, x, m, p, up FROM lines w
+			WHERE NOT EXISTS (SELECT FROM fact_clears c WHERE c.user_id = w.u AND c.key = w.k AND c.cleared_at >= w.a)
+			  AND NOT EXISTS (SELECT FROM fact_items li WHERE li.user_id = w.u AND li.key = w.k)
+			ON CONFLICT (user_id, key) DO UPDATE
+			SET value = excluded.value, source_at = excluded.source_at, event_id = excluded.event_id,
+			    conversation_id = excluded.conversation_id, extractor = excluded.extractor, model = excluded.model,
+			    prompt_version = excluded.prompt_version, source_seq = excluded.source_seq, updated_at = excluded.updated_at
+			WHERE (f.source_at, f.extractor = 'direct', f.source_seq, f.event_id, f.value)
+			    < (excluded.source_at, excluded.extractor = 'direct', excluded.source_seq, excluded.event_id, excluded.value)
+			RETURNING user_id
+		) SELECT coalesce(array_agg(DISTINCT user_id), '{}') FROM written`, all, userIDs).Scan(&users); err != nil {
+		return nil, fmt.Errorf("reinstate imported facts: %w", err)
+	}
+	return users, nil
 }
 
 // resetClears drops the clears turns made (extracted deletes, list sets):

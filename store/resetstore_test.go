@@ -3,6 +3,9 @@ package store_test
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -176,7 +179,7 @@ func TestResetKeepsAPairImportedOverAHeldOne(t *testing.T) {
 // beside the new one's. A clear (or an update away) of the pair drops the
 // import's record of it.
 func TestResetDeletesAPairFromATurnAfterTheImportedOneWasCleared(t *testing.T) {
-	for _, how := range []string{"clear", "update", "prune"} {
+	for _, how := range []string{"clear", "update", "prune", "import_clear"} {
 		t.Run(how, func(t *testing.T) {
 			ctx, s := setup(t)
 			llm := store.Provenance{Extractor: "llm", Model: "m1", PromptVersion: "v3"}
@@ -200,6 +203,17 @@ func TestResetDeletesAPairFromATurnAfterTheImportedOneWasCleared(t *testing.T) {
 			case "clear":
 				if _, err := s.DeleteContext(ctx, store.ContextDelete{UserID: "kim", ID: items[0].ID}); err != nil {
 					t.Fatal(err)
+				}
+			case "import_clear":
+				// kim's export from where the pair came from, after she
+				// cleared it there: its clear line deletes hers here.
+				clear := fmt.Sprintf(`{"type":%q,"version":%d}`+"\n"+`{"type":"context_clear","hash":%q,"cleared_at":%q}`+"\n",
+					store.ExportType, store.ExportVersion, hex.EncodeToString(store.ContentHash("kim", q, a)), t0.Add(time.Hour).Format(time.RFC3339Nano))
+				if _, err := s.Import(ctx, "kim", "kim", strings.NewReader(clear)); err != nil {
+					t.Fatal(err)
+				}
+				if left, err := s.ListContext(ctx, "kim", store.ContextCursor{}, 10); err != nil || len(left) != 0 {
+					t.Fatalf("kim's items after importing ivan's clear: %+v, %v; want none", left, err)
 				}
 			case "prune":
 				// The prune's cap: every item over none per user goes.

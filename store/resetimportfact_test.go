@@ -1,0 +1,66 @@
+package store_test
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/store"
+)
+
+// TestResetKeepsAFactImportedBehindTheUsersNewerOne: an import's fact
+// (another memoryd's turn x9) into a memory holding the key from the
+// user's own, later turn here loses by the facts' rule (the latest
+// statement wins) and is written nowhere but the import's record. A reset
+// deletes the user's fact (the replay extracts it again); a replay by a
+// model that no longer extracts it then left the user without the key at
+// all, though the import still said it. After a reset the key holds what
+// the sources that survive it say: the imported value, until the replay
+// states the user's own later one again, which wins as before.
+func TestResetKeepsAFactImportedBehindTheUsersNewerOne(t *testing.T) {
+	ctx, s := setup(t)
+	llm := store.Provenance{Extractor: "llm", Model: "m1", PromptVersion: "v3"}
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "ivan", Key: "location", Value: "Lisbon",
+		SourceAt: t0, EventID: "x9", Provenance: llm}}); err != nil {
+		t.Fatal(err)
+	}
+	var exp bytes.Buffer
+	if err := s.Export(ctx, "ivan", &exp); err != nil {
+		t.Fatal(err)
+	}
+	later := t0.Add(time.Hour)
+	own := []store.FactWrite{{UserID: "jade", Key: "location", Value: "Paris", SourceAt: later, EventID: "e1", Provenance: llm}}
+	if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e1", UserID: "jade", UserMessage: "I moved to Paris", TurnAt: later}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpsertFacts(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Import(ctx, "jade", "jade", bytes.NewReader(exp.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := s.Fact(ctx, "jade", "location"); err != nil || f.Value != "Paris" {
+		t.Fatalf("jade's location after the import: %+v, %v; want her own later Paris", f, err)
+	}
+	if _, _, err := s.ResetMemory(ctx, []string{"jade"}); err != nil {
+		t.Fatal(err)
+	}
+	// The replay's model extracts nothing from e1.
+	if f, err := s.Fact(ctx, "jade", "location"); err != nil || f.Value != "Lisbon" || f.EventID != "x9" || !f.SourceAt.Equal(t0) {
+		t.Fatalf("jade's location after a reset whose replay no longer extracts her own: %+v, %v; want the imported Lisbon of x9", f, err)
+	}
+	// A replay that extracts it again: her later statement wins.
+	if _, err := s.UpsertFacts(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := s.Fact(ctx, "jade", "location"); err != nil || f.Value != "Paris" {
+		t.Errorf("jade's location after the replay extracted hers again: %+v, %v; want Paris", f, err)
+	}
+	// A second reset: the import's value again, not both nor none.
+	if _, _, err := s.ResetMemory(ctx, []string{"jade"}); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := s.Fact(ctx, "jade", "location"); err != nil || f.Value != "Lisbon" {
+		t.Errorf("jade's location after a second reset: %+v, %v; want Lisbon", f, err)
+	}
+}
