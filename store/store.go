@@ -562,11 +562,36 @@ func (s *Store) Ping(ctx context.Context) error {
 // InTx runs fn in one transaction, committing when fn returns nil and rolling
 // back otherwise. The Store passed to fn runs its queries in the transaction;
 // tx is the same transaction, for River's *Tx methods.
-func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx, q *Store) error) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		return fn(tx, s.WithTx(tx))
-	})
+//
+// Once fn has returned nil, the COMMIT is not cut short by ctx's end (it
+// has commitWait of its own): a request cancelled there (serve's shutdown
+// halting the requests still running) otherwise returned the cancellation
+// for work that was done, which the server may have committed regardless
+// (TestInTxAnswersWhatItsCommitDid). Its error then says the write was not
+// done, nil that it was.
+func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx, q *Store) error) (err error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			// With ctx, as pgx.BeginFunc: one ended closes the
+			// connection, and the server rolls back.
+			_ = tx.Rollback(ctx)
+		}
+	}()
+	if err := fn(tx, s.WithTx(tx)); err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitWait)
+	defer cancel()
+	return tx.Commit(cctx)
 }
+
+// commitWait bounds a transaction's COMMIT once its work is done, apart
+// from the caller's context: a commit is quick unless the server is lost.
+const commitWait = 5 * time.Second
 
 // WithTx returns a Store whose queries run in tx, for callers that manage
 // the transaction themselves.
