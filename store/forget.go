@@ -362,7 +362,13 @@ type Unreplayable struct {
 // something else).
 func rebuilt(imported string) string {
 	return `(x.extractor <> 'direct' AND EXISTS (SELECT 1 FROM turns t WHERE t.user_id = x.user_id AND t.event_id = x.event_id)
-		AND NOT EXISTS (SELECT 1 FROM import_sources i WHERE i.user_id = x.user_id AND ` + imported + `))`
+		AND NOT ` + importRecorded(imported) + `)`
+}
+
+// importRecorded is the condition, on a row x, that an import_sources row
+// records it by imported (importedFact, importedItem, importedContext).
+func importRecorded(imported string) string {
+	return `EXISTS (SELECT 1 FROM import_sources i WHERE i.user_id = x.user_id AND ` + imported + `)`
 }
 
 // listFactKept is the condition, on a facts row x, that its key has list

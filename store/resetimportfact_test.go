@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -62,5 +64,50 @@ func TestResetKeepsAFactImportedBehindTheUsersNewerOne(t *testing.T) {
 	}
 	if f, err := s.Fact(ctx, "jade", "location"); err != nil || f.Value != "Lisbon" {
 		t.Errorf("jade's location after a second reset: %+v, %v; want Lisbon", f, err)
+	}
+}
+
+// TestReextractionKeepsWhatAnImportBrought: the re-extraction by the
+// model of a turn a spend cap sent to the offline extractor deletes what
+// the offline extractor made of it, found by the turn's event id and
+// extractor. An import's pair under the same event id (another memoryd's
+// turn e1, extracted there by the same offline extractor: event ids are
+// unique per user only) went with it, though this turn never said it,
+// and its import record (import_sources) stayed behind naming nothing. A
+// reset keeps what an import brought (rebuilt); the re-extraction now does
+// too.
+func TestReextractionKeepsWhatAnImportBrought(t *testing.T) {
+	ctx, s := setup(t)
+	rules := store.Provenance{Extractor: "rules"}
+	if _, _, err := s.StoreContext(ctx, store.ContextWrite{UserID: "ivan", Question: "What is my dog called?", Answer: "Rex",
+		EventID: "e1", CreatedAt: t0, Provenance: rules}); err != nil {
+		t.Fatal(err)
+	}
+	var exp bytes.Buffer
+	if err := s.Export(ctx, "ivan", &exp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e1", UserID: "nora", UserMessage: "What time is it?", TurnAt: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkProcessed(ctx, "nora", []string{"e1"}, rules); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Import(ctx, "nora", "nora", bytes.NewReader(exp.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	items, err := s.ListContext(ctx, "nora", store.ContextCursor{}, 10)
+	if err != nil || len(items) != 1 {
+		t.Fatalf("nora's items after the import: %+v, %v; want the pair", items, err)
+	}
+	llm := store.Provenance{Extractor: "llm", Model: "m"}
+	if err := s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+		_, err := q.ReplaceOffline(ctx, store.Reextraction{UserID: "nora", EventIDs: []string{"e1"}, Offline: "rules", Provenance: llm})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ContextByID(ctx, "nora", items[0].ID); err != nil {
+		t.Errorf("the pair nora imported, after the model's re-extraction of her own turn e1: %v; want it kept", err)
 	}
 }

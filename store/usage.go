@@ -243,10 +243,16 @@ func (s *Store) ReplaceOffline(ctx context.Context, r Reextraction) ([]string, e
 	}
 	// A turn a clear covers keeps what is left of it: its new extraction
 	// is not stored (InsertContext). In id order (see lockItems).
-	if err := s.lockItems(ctx, "UPDATE", `x.user_id = $1 AND x.event_id = ANY($2) AND x.extractor = $3 AND NOT `+clearedTurn, r.UserID, ids, r.Offline); err != nil {
+	// What an import brought stays, as a reset keeps it (rebuilt): event
+	// ids are unique per user only, and an import's under one of these
+	// turns' ids (another memoryd's turn, by the same offline extractor)
+	// went with them, though the turn never said it
+	// (TestReextractionKeepsWhatAnImportBrought).
+	if err := s.lockItems(ctx, "UPDATE", `x.user_id = $1 AND x.event_id = ANY($2) AND x.extractor = $3 AND NOT `+clearedTurn+` AND NOT `+importRecorded(importedContext),
+		r.UserID, ids, r.Offline); err != nil {
 		return nil, fmt.Errorf("replace offline context: %w", err)
 	}
-	if _, err := s.db.Exec(ctx, `DELETE FROM context x WHERE user_id = $1 AND event_id = ANY($2) AND extractor = $3 AND NOT `+clearedTurn,
+	if _, err := s.db.Exec(ctx, `DELETE FROM context x WHERE user_id = $1 AND event_id = ANY($2) AND extractor = $3 AND NOT `+clearedTurn+` AND NOT `+importRecorded(importedContext),
 		r.UserID, ids, r.Offline); err != nil {
 		return nil, fmt.Errorf("replace offline context: %w", err)
 	}
@@ -256,8 +262,8 @@ func (s *Store) ReplaceOffline(ctx context.Context, r Reextraction) ([]string, e
 	// is deleted first, or UpsertFacts would adopt its stale value as items.
 	if len(listKeys) > 0 {
 		_, names := splitKeys(sortedKeys(listKeys))
-		if _, err := s.db.Exec(ctx, `DELETE FROM fact_items i USING unnest($2::text[], $3::text[]) AS w(e, k)
-			WHERE i.user_id = $1 AND i.event_id = w.e AND i.key = w.k AND i.key = ANY($5) AND i.extractor = $4`,
+		if _, err := s.db.Exec(ctx, `DELETE FROM fact_items x USING unnest($2::text[], $3::text[]) AS w(e, k)
+			WHERE x.user_id = $1 AND x.event_id = w.e AND x.key = w.k AND x.key = ANY($5) AND x.extractor = $4 AND NOT `+importRecorded(importedItem),
 			r.UserID, fevs, keys, r.Offline, names); err != nil {
 			return nil, fmt.Errorf("replace offline list items: %w", err)
 		}
@@ -267,8 +273,8 @@ func (s *Store) ReplaceOffline(ctx context.Context, r Reextraction) ([]string, e
 			return nil, fmt.Errorf("replace offline list facts: %w", err)
 		}
 	}
-	if _, err := s.db.Exec(ctx, `DELETE FROM facts f USING unnest($2::text[], $3::text[]) AS w(e, k)
-		WHERE f.user_id = $1 AND f.event_id = w.e AND f.key = w.k AND f.extractor = $4`,
+	if _, err := s.db.Exec(ctx, `DELETE FROM facts x USING unnest($2::text[], $3::text[]) AS w(e, k)
+		WHERE x.user_id = $1 AND x.event_id = w.e AND x.key = w.k AND x.extractor = $4 AND NOT `+importRecorded(importedFact),
 		r.UserID, fevs, keys, r.Offline); err != nil {
 		return nil, fmt.Errorf("replace offline facts: %w", err)
 	}
