@@ -748,7 +748,7 @@ func (s *Store) ForgetCollections(ctx context.Context, user string, at time.Time
 		if n, err = q.deleteDocumentsBefore(ctx, user, at, 0, jobs); err != nil {
 			return err
 		}
-		return q.deleteEmptiedBefore(ctx, user, at, jobs)
+		return q.deleteEmptiedBefore(ctx, user, at, true, jobs)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("forget collections: %w", err)
@@ -812,7 +812,7 @@ func (s *Store) DeleteDocumentsBefore(ctx context.Context, user string, t time.T
 			if err != nil || batch == int64(size) {
 				return err
 			}
-			return q.deleteEmptiedBefore(ctx, user, t, jobs)
+			return q.deleteEmptiedBefore(ctx, user, t, false, jobs)
 		})
 		if err != nil {
 			return n, fmt.Errorf("delete documents before: %w", err)
@@ -881,9 +881,15 @@ func (q *Store) deleteDocumentsBefore(ctx context.Context, user string, t time.T
 // deleteEmptiedBefore deletes, in q's transaction (which holds the
 // collections' locks), the user's collections of t or before left without
 // a document, their jobs, and the user's reader grants of t or before.
-func (q *Store) deleteEmptiedBefore(ctx context.Context, user string, t time.Time, jobs []RiverJobs) error {
+// With keepDefaults (a forget's, ForgetCollections, right after its
+// memory's transaction deleted the defaults chosen before it), a
+// collection one of the user's default collections names stays: the user
+// chose it since, and it went with the collection, answered ok
+// (TestForgetKeepsADefaultCollectionChosenDuringIt).
+func (q *Store) deleteEmptiedBefore(ctx context.Context, user string, t time.Time, keepDefaults bool, jobs []RiverJobs) error {
 	if _, err := q.deleteCollectionsWhere(ctx, jobs, `owner_kind = 'user' AND owner = $1 AND created_at <= $2
-		AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.collection_id = collections.id)`, user, t); err != nil {
+		AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.collection_id = collections.id)
+		AND NOT ($3 AND EXISTS (SELECT 1 FROM doc_defaults dd WHERE dd.user_id = $1 AND dd.collection_id = collections.id))`, user, t, keepDefaults); err != nil {
 		return err
 	}
 	// A statement of its own before the delete, whose snapshot then holds

@@ -244,3 +244,44 @@ func forgetHeldAt(t *testing.T, e *env, collection int64) (hold pgx.Tx, forgot <
 	}
 	return hold, done
 }
+
+// A default collection chosen while the user's forget runs, after its
+// memory's transaction committed (which deletes the defaults chosen
+// before) and before its documents' delete, naming a collection of the
+// user's from before the forget whose documents the forget then deletes,
+// was answered ok and then went with the collection, which that delete
+// found empty: the user's later searches read every collection, as though
+// never chosen, and a document put again into it was not searched by
+// default. Chosen after the forget's time, as one chosen after its reply,
+// it stays, and the collection it names with it (empty). The documents'
+// delete is held at alice's first collection (notes).
+func TestForgetKeepsADefaultCollectionChosenDuringIt(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	s := e.store
+	alice := store.Owner{User: "alice"}
+	var notes store.PutResult
+	for _, c := range []string{"notes", "journal"} {
+		r, err := s.PutDocument(ctx, store.DocumentPut{Owner: alice, Collection: c, DocID: "d", Content: "# " + c + "\n\nThe boat is blue.\n"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c == "notes" {
+			notes = r
+		}
+	}
+	hold, forgot := forgetHeldAt(t, e, notes.Collection.ID)
+	set, err := s.SetDefaultCollections(ctx, "alice", []string{"journal"})
+	if err != nil {
+		t.Fatalf("default collections chosen during the forget: %v, %v; want journal set", set, err)
+	}
+	if err := hold.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-forgot; r.err != nil || r.Documents != 2 {
+		t.Fatalf("forget: %d documents, %v; want both deleted", r.Documents, r.err)
+	}
+	if got, err := s.DefaultCollections(ctx, "alice"); err != nil || !slices.Equal(got, set) {
+		t.Errorf("alice's default collections after the forget: %v, %v; want %v, chosen during it", got, err, set)
+	}
+}
