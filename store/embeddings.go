@@ -149,14 +149,20 @@ func (s *Store) EmbeddingDims(ctx context.Context, model string, dims int) (int,
 
 // SetEmbeddingDims records dims as model's, replacing what was recorded:
 // the operator says the model behind the name changed, and its vectors of
-// other dimensions are to be embedded anew.
-func (s *Store) SetEmbeddingDims(ctx context.Context, model string, dims int) error {
-	_, err := s.db.Exec(ctx, `INSERT INTO embedding_models (model, dims) VALUES ($1, $2)
-		ON CONFLICT (model) DO UPDATE SET dims = excluded.dims, recorded_at = now()`, model, dims)
+// other dimensions are to be embedded anew. It returns the dimensions
+// recorded before (0: none), so that the caller can tell a change from a
+// run that says again what was recorded (a nightly backfill with --dims).
+func (s *Store) SetEmbeddingDims(ctx context.Context, model string, dims int) (int, error) {
+	// The sub-select reads the statement's snapshot: the row as it was
+	// before the update (none when the insert is the first).
+	var prev pgtype.Int4
+	err := s.db.QueryRow(ctx, `INSERT INTO embedding_models (model, dims) VALUES ($1, $2)
+		ON CONFLICT (model) DO UPDATE SET dims = excluded.dims, recorded_at = now()
+		RETURNING (SELECT m.dims FROM embedding_models m WHERE m.model = $1)`, model, dims).Scan(&prev)
 	if err != nil {
-		return fmt.Errorf("set embedding dims: %w", err)
+		return 0, fmt.Errorf("set embedding dims: %w", err)
 	}
-	return nil
+	return int(prev.Int32), nil
 }
 
 // EmbeddingTargets returns those of the user's items ids that have no

@@ -315,10 +315,16 @@ func TestUnusableVectorsCountAsMissing(t *testing.T) {
 		t.Fatalf("dims after a second reply of 2: %d (%v), want the first's 3", d, err)
 	}
 	check("with 3 dimensions recorded", []int64{ids[1], ids[2], ids[3]})
-	if err := s.SetEmbeddingDims(ctx, "m1", 2); err != nil {
-		t.Fatal(err)
+	if prev, err := s.SetEmbeddingDims(ctx, "m1", 2); err != nil || prev != 3 {
+		t.Fatalf("set dims 2: %d before (%v), want 3", prev, err)
 	}
 	check("with 2 dimensions set", []int64{ids[0], ids[1], ids[2]})
+	if prev, err := s.SetEmbeddingDims(ctx, "m1", 2); err != nil || prev != 2 {
+		t.Fatalf("set dims 2 again: %d before (%v), want 2", prev, err)
+	}
+	if prev, err := s.SetEmbeddingDims(ctx, "m9", 2); err != nil || prev != 0 {
+		t.Fatalf("set dims of a model without any: %d before (%v), want 0", prev, err)
+	}
 }
 
 // TestSaveEmbeddingsBesideADeleteOfOneItem: a batch of vectors saved while

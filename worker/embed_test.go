@@ -630,8 +630,8 @@ func TestEmbedDimensionsChangeBehindTheName(t *testing.T) {
 		t.Errorf("after the refused reply: %+v, want 2 of 3 embedded", n)
 	}
 	// The operator says the model changed: every item is embedded anew.
-	if err := e.store.SetEmbeddingDims(e.ctx, "m1", 8); err != nil {
-		t.Fatal(err)
+	if prev, err := e.store.SetEmbeddingDims(e.ctx, "m1", 8); err != nil || prev == 8 {
+		t.Fatalf("set dims 8: %d before (%v), want others", prev, err)
 	}
 	if n, err := w.Enqueuer().EnqueueMissingEmbeddings(e.ctx, "alice", "m1", 64, 5); err != nil || n != 3 {
 		t.Fatalf("backfill after --dims 8 enqueued %d items (%v), want all 3", n, err)

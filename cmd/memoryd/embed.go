@@ -50,8 +50,9 @@ and the backfill embeds every item and chunk anew whose vector has others.
 An item whose text the embeddings server refused as input (over the
 model's context, alone and by every shorter start tried) is recorded as
 refused for the model and left out, by this command as by the hourly
-sweep, until its text or the model changes: each sweep sent it again
-before. --retry-refused forgets those refusals first and sends the items
+sweep, until its text or the model changes (--dims N other than the
+recorded dimensions is such a change; the recorded N again is not, and
+keeps them): each sweep sent it again before. --retry-refused forgets those refusals first and sends the items
 again (after the server was given a longer context).
 
 Output: progress and logs are log lines on stderr; the summary is printed on
@@ -94,8 +95,9 @@ stdout.`)
 	var (
 		docs    int
 		refused int64
+		forgot  bool
 	)
-	n, err := svc.EmbedBackfill(ctx, app.EmbedOptions{User: user, Work: !noWk, Documents: &docs, Dims: dims, RetryRefused: retryRefused, Refused: &refused})
+	n, err := svc.EmbedBackfill(ctx, app.EmbedOptions{User: user, Work: !noWk, Documents: &docs, Dims: dims, RetryRefused: retryRefused, Refused: &refused, Forgot: &forgot})
 	if errors.Is(err, app.ErrEmbeddingOff) {
 		return f.usageErr("--embed-base-url is required: embedding is off without it")
 	}
@@ -108,10 +110,10 @@ stdout.`)
 	fmt.Fprintf(a.stdout, "%s without a %s vector to embed (enqueued, or their waiting jobs run now)\n", plural(n, "item", "items"), model)
 	fmt.Fprintf(a.stdout, "%s with chunks without a %s vector to embed (enqueued, or their waiting jobs run now)\n", plural(docs, "document", "documents"), model)
 	switch {
-	case refused > 0 && (retryRefused || dims > 0):
+	case refused > 0 && forgot:
 		// Said, so that the operator sees the flag did something.
 		why := "--retry-refused"
-		if dims > 0 {
+		if !retryRefused {
 			why = "--dims: the model behind the name changed"
 		}
 		fmt.Fprintf(a.stdout, "%s the embeddings server refused before sent again (%s)\n", plural(int(refused), "item", "items"), why)
@@ -137,7 +139,7 @@ stdout.`)
 		return fmt.Errorf("interrupted: the rest is enqueued for a serve running with %s to embed; re-running the backfill is safe", flags)
 	}
 	var ne *app.NotEmbeddedError
-	if errors.As(err, &ne) && !retryRefused && dims == 0 && ne.Chunks == 0 && ne.Items == ne.Refused && ne.Refused <= refused {
+	if errors.As(err, &ne) && !forgot && ne.Chunks == 0 && ne.Items == ne.Refused && ne.Refused <= refused {
 		// Only the items refused before, which this backfill left out
 		// (said above), lack a vector: it embedded what it enqueued.
 		// Before, it exited 1 for them, though a backfill with nothing

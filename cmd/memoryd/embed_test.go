@@ -323,3 +323,34 @@ func TestEmbedBackfillWithDimsForgetsTheOldModelsRefusals(t *testing.T) {
 		t.Errorf("backfill --user bob after alice's: exit %d\nstdout:\n%s\nstderr:\n%s\nwant bob's refusal kept, his item left out", code, out, errOut)
 	}
 }
+
+// A backfill with --dims N where N is already the model's recorded
+// dimensions (a nightly cron that keeps the flag) changes no model: it
+// keeps the refusals, leaves their items out and succeeds. Before, every
+// run forgot them, sent the refused texts again and exited 1, each night.
+// Dimensions that do change still forget them.
+func TestEmbedBackfillWithUnchangedDimsKeepsTheRefusals(t *testing.T) {
+	t.Parallel()
+	dbURL, _, srv, prefix, stream := embedSetup(t,
+		store.ContextWrite{UserID: "alice", Question: "my canine companion", Answer: "Rex"},
+		store.ContextWrite{UserID: "alice", Question: "a pasted log", Answer: "POISON"})
+	srv.RefuseContaining("POISON")
+	if out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--embed-base-url", srv.URL, "--embed-model", "m1"); code != 1 {
+		t.Fatalf("first backfill: exit %d\nstdout:\n%s\nstderr:\n%s\nwant 1, the text refused", code, out, errOut)
+	}
+	for run := range 2 {
+		sent := srv.Requests()
+		out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--dims", strconv.Itoa(embeddingtest.DefaultDims), "--embed-base-url", srv.URL, "--embed-model", "m1")
+		if code != 0 || !strings.Contains(out, "0 items without a m1 vector to embed") || !strings.Contains(out, "1 item the embeddings server refused before left out") {
+			t.Errorf("backfill %d with --dims %d, the recorded dimensions: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit 0, the refused item left out", run+1, embeddingtest.DefaultDims, code, out, errOut)
+		}
+		if n := srv.Requests() - sent; n != 1 {
+			t.Errorf("backfill %d with unchanged --dims sent %d requests, want 1 (its test text)", run+1, n)
+		}
+	}
+	srv.SetDims(32)
+	out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--dims", "32", "--embed-base-url", srv.URL, "--embed-model", "m1")
+	if code != 1 || !strings.Contains(out, "2 items without a m1 vector to embed") || !strings.Contains(out, "1 item the embeddings server refused before sent again (--dims") {
+		t.Errorf("backfill with --dims 32, changed: exit %d\nstdout:\n%s\nstderr:\n%s\nwant both items sent again (the refused one refused again: exit 1)", code, out, errOut)
+	}
+}

@@ -131,9 +131,12 @@ type EmbedOptions struct {
 	Documents *int
 	// Dims, when positive, is recorded as the model's dimensions first
 	// (store.SetEmbeddingDims): the model behind its name changed, and
-	// every vector of other dimensions is to be embedded anew; the
-	// refusals recorded for the name, of User's items (every user's
-	// without), are forgotten.
+	// every vector of other dimensions is to be embedded anew; when they
+	// differ from those recorded (or none were), the refusals recorded
+	// for the name, of User's items (every user's without), are
+	// forgotten. The same dimensions again (a nightly backfill keeping
+	// the flag) change no model and keep them: before, every such run
+	// sent the refused texts again and failed for them.
 	Dims int
 	// RetryRefused forgets the refusals recorded for the model first
 	// (store.ForgetEmbeddingRefusals), so that the items whose text the
@@ -142,9 +145,12 @@ type EmbedOptions struct {
 	RetryRefused bool
 	// Refused, when set, is set to how many items in scope the server
 	// refused and this backfill leaves out (store.EmbeddingCount.Refused);
-	// with RetryRefused, to how many refusals it forgot, whose items it
-	// sends again.
+	// when it forgot them (RetryRefused, or Dims changed), to how many
+	// refusals it forgot, whose items it sends again.
 	Refused *int64
+	// Forgot, when set, is set to whether the refusals were forgotten
+	// (RetryRefused, or Dims other than those recorded).
+	Forgot *bool
 }
 
 // probeEmbedder embeds one text before a backfill enqueues anything, and
@@ -229,17 +235,23 @@ func (a *App) EmbedBackfill(ctx context.Context, o EmbedOptions) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	forget := o.RetryRefused
 	if o.Dims > 0 {
-		if err := s.SetEmbeddingDims(ctx, emb.Model(), o.Dims); err != nil {
+		prev, err := s.SetEmbeddingDims(ctx, emb.Model(), o.Dims)
+		if err != nil {
 			return 0, err
 		}
+		forget = forget || prev != o.Dims
+	}
+	if o.Forgot != nil {
+		*o.Forgot = forget
 	}
 	// The operator says the server is back: jobs waiting out a backoff
 	// from when it was not run now, rather than keep the backfill waiting.
 	if _, err := enq.RetryWaitingEmbeds(ctx, emb.Model()); err != nil {
 		return 0, err
 	}
-	if o.RetryRefused || o.Dims > 0 {
+	if forget {
 		// With Dims, the refusals were the old model's: the new one may
 		// take those texts. Of the backfill's scope, which it sends again
 		// (those of other users, a backfill of theirs or --retry-refused).
