@@ -756,24 +756,32 @@ func (w *Worker) embed(ctx context.Context, args EmbedArgs, claimed []claimedEmb
 	}
 	gaveUp := make([]bool, len(texts))
 	vs, err := w.embedTexts(ctx, "context items", texts, isolate, gaveUp)
-	if rerr := w.saveRefusals(ctx, model, targets, gaveUp); rerr != nil {
-		return 0, rerr
-	}
 	if err != nil {
 		err = refusedAll(err, vs, gaveUp)
 	}
-	if vs == nil {
-		return 0, err
-	}
-	writes := make([]store.EmbeddingWrite, 0, len(targets))
-	for i, t := range targets {
-		if vs[i] != nil {
-			writes = append(writes, store.EmbeddingWrite{ContextID: t.ID, ContentHash: t.ContentHash, Dims: len(vs[i]), Vector: embedding.Encode(vs[i])})
+	// The vectors received are saved before the refusals are recorded: a
+	// failed record (the job is retried) then costs the refused texts'
+	// requests again, not the paid ones. Before, it returned first, and
+	// the retry embedded every text of the job again
+	// (TestEmbedRefusalSaveFailingKeepsTheVectors).
+	var n int64
+	if vs != nil {
+		writes := make([]store.EmbeddingWrite, 0, len(targets))
+		for i, t := range targets {
+			if vs[i] != nil {
+				writes = append(writes, store.EmbeddingWrite{ContextID: t.ID, ContentHash: t.ContentHash, Dims: len(vs[i]), Vector: embedding.Encode(vs[i])})
+			}
+		}
+		var serr error
+		if n, serr = s.SaveEmbeddings(ctx, model, writes); serr != nil {
+			return int(n), serr
 		}
 	}
-	n, serr := s.SaveEmbeddings(ctx, model, writes)
-	if serr != nil {
-		return int(n), serr
+	if rerr := w.saveRefusals(ctx, model, targets, gaveUp); rerr != nil {
+		return int(n), rerr
+	}
+	if vs == nil {
+		return 0, err
 	}
 	// Saved what came; err (a *lostTexts, or a failure after some halves
 	// were embedded) has the job retried for the rest.
