@@ -239,8 +239,12 @@ func (s *Store) CountChunkEmbeddings(ctx context.Context, user, model string) (E
 	return s.CountChunkEmbeddingsAt(ctx, user, model, EmbeddingMark{})
 }
 
-// CountChunkEmbeddingsAt is CountChunkEmbeddings of the documents created
-// before mark.
+// CountChunkEmbeddingsAt is CountChunkEmbeddings of the documents put
+// before mark (with the content they hold: coalesce(put_at, created_at),
+// the put time forget reads, migration 066). A document put again with
+// new content after the mark is new memory, which its own jobs embed:
+// read by created_at (the first put's), a wait counted it too, and beside
+// a serve that kept re-putting documents it did not end.
 func (s *Store) CountChunkEmbeddingsAt(ctx context.Context, user, model string, mark EmbeddingMark) (EmbeddingCount, error) {
 	var n EmbeddingCount
 	err := s.db.QueryRow(ctx, `SELECT coalesce(sum(d.chunks), 0)::bigint, coalesce(sum((SELECT count(*) FROM chunk_embeddings e
@@ -248,7 +252,7 @@ func (s *Store) CountChunkEmbeddingsAt(ctx context.Context, user, model string, 
 			  AND e.content_hash = d.content_hash`+usableVector("e", "$2")+`)), 0)::bigint
 		FROM documents d JOIN collections c ON c.id = d.collection_id
 		WHERE ($1 = '' OR (c.owner_kind = 'user' AND c.owner = $1)) AND d.status = 'ready'
-		  AND (NOT $3 OR d.created_at < $4)`, user, model, mark.set, mark.docsBefore).Scan(&n.Items, &n.Embedded)
+		  AND (NOT $3 OR coalesce(d.put_at, d.created_at) < $4)`, user, model, mark.set, mark.docsBefore).Scan(&n.Items, &n.Embedded)
 	if err != nil {
 		return EmbeddingCount{}, fmt.Errorf("count chunk embeddings: %w", err)
 	}
