@@ -77,7 +77,8 @@ type ChunkEmbeddingTarget struct {
 // ChunkEmbeddingTargets returns the chunks from..to-1 of the document that
 // have no current vector for model, in index order, while the document is
 // ready with the content of hash; none when it is gone or holds other
-// content (a later put replaced it and enqueued its own jobs).
+// content (a later put replaced it and enqueued its own jobs). Chunks the
+// server refused for model (SaveChunkEmbeddingRefusals) are left out.
 func (s *Store) ChunkEmbeddingTargets(ctx context.Context, collectionID int64, docID, hash string, from, to int, model string) ([]ChunkEmbeddingTarget, error) {
 	rows, err := s.db.Query(ctx, `SELECT ch.chunk_index, ch.heading_path, ch.text
 		FROM documents d JOIN doc_chunks ch ON ch.collection_id = d.collection_id AND ch.doc_id = d.doc_id
@@ -85,6 +86,7 @@ func (s *Store) ChunkEmbeddingTargets(ctx context.Context, collectionID int64, d
 		  AND ch.chunk_index >= $4 AND ch.chunk_index < $5
 		  AND NOT EXISTS (SELECT FROM chunk_embeddings e WHERE e.collection_id = ch.collection_id AND e.model = $6
 			AND e.doc_id = ch.doc_id AND e.chunk_index = ch.chunk_index AND e.content_hash = d.content_hash`+usableVector("e", "$6")+`)
+		  AND NOT `+refusedChunk("ch", "d", "$6")+`
 		ORDER BY ch.chunk_index`, collectionID, docID, hash, from, to, model)
 	if err != nil {
 		return nil, fmt.Errorf("chunk embedding targets: %w", err)
@@ -209,7 +211,9 @@ type DocCursor struct {
 // collections user owns; of every collection, shared ones included, when
 // user is empty) with a chunk lacking a current vector for model, after
 // the cursor, in (collection, document) order: a backfill pages through
-// them by passing the last one back.
+// them by passing the last one back. A chunk the server refused for model
+// (SaveChunkEmbeddingRefusals) counts as not lacking one: the sweep sent
+// it again every hour, refused each time.
 func (s *Store) MissingChunkEmbeddings(ctx context.Context, user, model string, after DocCursor, limit int) ([]DocChunksRef, error) {
 	rows, err := s.db.Query(ctx, `SELECT d.collection_id, d.doc_id, d.content_hash, d.chunks
 		FROM documents d JOIN collections c ON c.id = d.collection_id
@@ -217,6 +221,7 @@ func (s *Store) MissingChunkEmbeddings(ctx context.Context, user, model string, 
 		  AND (d.collection_id, d.doc_id) > ($3, $4)
 		  AND d.chunks > (SELECT count(*) FROM chunk_embeddings e WHERE e.collection_id = d.collection_id
 			AND e.model = $2 AND e.doc_id = d.doc_id AND e.content_hash = d.content_hash`+usableVector("e", "$2")+`)
+			+ `+refusedChunks("d", "$2")+`
 		ORDER BY d.collection_id, d.doc_id LIMIT $5`, user, model, after.CollectionID, after.DocID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("missing chunk embeddings: %w", err)
@@ -249,12 +254,107 @@ func (s *Store) CountChunkEmbeddingsAt(ctx context.Context, user, model string, 
 	var n EmbeddingCount
 	err := s.db.QueryRow(ctx, `SELECT coalesce(sum(d.chunks), 0)::bigint, coalesce(sum((SELECT count(*) FROM chunk_embeddings e
 			WHERE e.collection_id = d.collection_id AND e.model = $2 AND e.doc_id = d.doc_id
-			  AND e.content_hash = d.content_hash`+usableVector("e", "$2")+`)), 0)::bigint
+			  AND e.content_hash = d.content_hash`+usableVector("e", "$2")+`)), 0)::bigint,
+			coalesce(sum(`+refusedChunks("d", "$2")+`), 0)::bigint
 		FROM documents d JOIN collections c ON c.id = d.collection_id
 		WHERE ($1 = '' OR (c.owner_kind = 'user' AND c.owner = $1)) AND d.status = 'ready'
-		  AND (NOT $3 OR coalesce(d.put_at, d.created_at) < $4)`, user, model, mark.set, mark.docsBefore).Scan(&n.Items, &n.Embedded)
+		  AND (NOT $3 OR coalesce(d.put_at, d.created_at) < $4)`, user, model, mark.set, mark.docsBefore).Scan(&n.Items, &n.Embedded, &n.Refused)
 	if err != nil {
 		return EmbeddingCount{}, fmt.Errorf("count chunk embeddings: %w", err)
+	}
+	return n, nil
+}
+
+// refusedChunk is the condition on a chunk row ch of the document row d
+// that the embeddings server refused its text of d's current content for
+// the model in SQL parameter modelParam (migration 068).
+func refusedChunk(ch, d, modelParam string) string {
+	return fmt.Sprintf(`EXISTS (SELECT FROM chunk_embedding_refusals r
+			WHERE r.collection_id = %[1]s.collection_id AND r.model = %[3]s AND r.doc_id = %[1]s.doc_id
+			  AND r.chunk_index = %[1]s.chunk_index AND r.content_hash = %[2]s.content_hash)`, ch, d, modelParam)
+}
+
+// refusedChunks is the count, for the document row d, of its chunks the
+// server refused for the model in SQL parameter modelParam (of its
+// current content) that have no usable vector of it: a refusal outlives
+// a vector saved later for the same text (a serve of a release before
+// 068, whose sweep sends refused chunks again).
+func refusedChunks(d, modelParam string) string {
+	return fmt.Sprintf(`(SELECT count(*) FROM chunk_embedding_refusals r
+			WHERE r.collection_id = %[1]s.collection_id AND r.model = %[2]s AND r.doc_id = %[1]s.doc_id
+			  AND r.content_hash = %[1]s.content_hash
+			  AND NOT EXISTS (SELECT FROM chunk_embeddings e WHERE e.collection_id = r.collection_id AND e.model = r.model
+				AND e.doc_id = r.doc_id AND e.chunk_index = r.chunk_index AND e.content_hash = r.content_hash`, d, modelParam) +
+		usableVector("e", modelParam) + "))"
+}
+
+// SaveChunkEmbeddingRefusals records that the embeddings server refused
+// the texts of the document's chunks idx (of its content of hash) for
+// model, so that MissingChunkEmbeddings (the sweep, a backfill) and
+// ChunkEmbeddingTargets leave them out until the document's content or
+// the model changes. Nothing is recorded when the document no longer
+// holds that content. It returns how many were recorded. It locks as
+// SaveChunkEmbeddings does, and runs outside a transaction as it does.
+func (s *Store) SaveChunkEmbeddingRefusals(ctx context.Context, model string, collectionID int64, docID, hash string, idx []int) (int64, error) {
+	if len(idx) == 0 {
+		return 0, nil
+	}
+	is := make([]int32, len(idx))
+	for i, x := range idx {
+		is[i] = int32(x)
+	}
+	var saved int64
+	err := s.inTx(ctx, func(q *Store) error {
+		if ok, err := q.shareCollection(ctx, collectionID); !ok || err != nil {
+			return err
+		}
+		var one int
+		err := q.db.QueryRow(ctx, `SELECT 1 FROM documents WHERE collection_id = $1 AND doc_id = $2
+			AND content_hash = $3 AND status = 'ready' FOR SHARE`, collectionID, docID, hash).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // gone, or other content: its own jobs embed it
+		}
+		if err != nil {
+			return err
+		}
+		tag, err := q.db.Exec(ctx, `
+			INSERT INTO chunk_embedding_refusals AS r (collection_id, doc_id, chunk_index, model, content_hash)
+			SELECT ch.collection_id, ch.doc_id, ch.chunk_index, $4, $3
+			FROM doc_chunks ch JOIN unnest($5::int[]) AS w(i) ON ch.chunk_index = w.i
+			WHERE ch.collection_id = $1 AND ch.doc_id = $2
+			ORDER BY ch.chunk_index
+			ON CONFLICT (collection_id, model, doc_id, chunk_index) DO UPDATE
+				SET content_hash = excluded.content_hash, refused_at = now()`,
+			collectionID, docID, hash, model, is)
+		if err != nil {
+			return err
+		}
+		saved = tag.RowsAffected()
+		return nil
+	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23503" {
+		return 0, nil // the chunks went meanwhile, as in SaveChunkEmbeddings
+	}
+	if err != nil {
+		return 0, fmt.Errorf("save chunk embedding refusals: %w", err)
+	}
+	return saved, nil
+}
+
+// ForgetChunkEmbeddingRefusals deletes the chunk refusals recorded for
+// model of the collections user owns (of every collection when empty),
+// as ForgetEmbeddingRefusals does the items', and returns how many were
+// of the documents' current content.
+func (s *Store) ForgetChunkEmbeddingRefusals(ctx context.Context, user, model string) (int64, error) {
+	var n int64
+	err := s.db.QueryRow(ctx, `WITH d AS (DELETE FROM chunk_embedding_refusals r USING documents d, collections c
+		WHERE r.collection_id = d.collection_id AND r.doc_id = d.doc_id AND c.id = d.collection_id AND r.model = $2
+		  AND ($1 = '' OR (c.owner_kind = 'user' AND c.owner = $1))
+		RETURNING r.content_hash = d.content_hash AS current)
+		SELECT count(*) FILTER (WHERE current) FROM d`, user, model).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("forget chunk embedding refusals: %w", err)
 	}
 	return n, nil
 }

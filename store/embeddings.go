@@ -339,7 +339,8 @@ type EmbeddingCount struct {
 	// Refused is how many of the items without one the embeddings server
 	// refused (SaveEmbeddingRefusals): no job sends them again until
 	// their text or the model changes, or a backfill with
-	// --retry-refused. Always 0 for document chunks.
+	// --retry-refused. For document chunks, the chunks recorded so
+	// (SaveChunkEmbeddingRefusals).
 	Refused int64
 }
 

@@ -251,19 +251,29 @@ func (w *Worker) embedChunks(ctx context.Context, args ChunkEmbedArgs) (int, err
 	if len(texts) == 0 {
 		return 0, nil
 	}
-	vs, err := w.embedTexts(ctx, "document chunks", texts, false, nil)
-	if vs == nil {
-		return 0, err
+	// gaveUp marks the chunks refused alone (and by every start tried),
+	// recorded as refused after the vectors are saved, as the context
+	// items' (Worker.embed): before, the sweep sent them again each hour.
+	gaveUp := make([]bool, len(texts))
+	vs, err := w.embedTexts(ctx, "document chunks", texts, false, gaveUp)
+	if err != nil {
+		err = refusedAll(err, vs, gaveUp)
 	}
-	saved := 0
+	saved, k := 0, 0
+	var refused [][]int
 	for i, r := range ranges {
 		writes := make([]store.ChunkEmbeddingWrite, 0, len(targets[i]))
+		var rs []int
 		for _, t := range targets[i] {
-			if v := vs[0]; v != nil {
-				writes = append(writes, store.ChunkEmbeddingWrite{ChunkIndex: t.ChunkIndex, Dims: len(v), Vector: embedding.Encode(v)})
+			if vs != nil && vs[k] != nil {
+				writes = append(writes, store.ChunkEmbeddingWrite{ChunkIndex: t.ChunkIndex, Dims: len(vs[k]), Vector: embedding.Encode(vs[k])})
 			}
-			vs = vs[1:]
+			if gaveUp[k] {
+				rs = append(rs, t.ChunkIndex)
+			}
+			k++
 		}
+		refused = append(refused, rs)
 		if len(writes) == 0 {
 			continue
 		}
@@ -272,6 +282,18 @@ func (w *Worker) embedChunks(ctx context.Context, args ChunkEmbedArgs) (int, err
 		if serr != nil {
 			return saved, serr
 		}
+	}
+	recorded := 0
+	for i, r := range ranges {
+		n, rerr := s.SaveChunkEmbeddingRefusals(ctx, model, r.CollectionID, r.DocID, r.Hash, refused[i])
+		if rerr != nil {
+			return saved, rerr
+		}
+		recorded += int(n)
+	}
+	if recorded > 0 {
+		w.logger.Info("recorded document chunks whose text the embeddings server refused; the embed sweep and backfill skip them until their document's content or the model changes (memoryd embed --backfill --retry-refused sends them again)",
+			"model", model, "chunks", recorded)
 	}
 	return saved, err // nil, or the failure after some halves were embedded: retried for the rest
 }

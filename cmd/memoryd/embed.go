@@ -47,12 +47,13 @@ embeds one text to check that the server's vectors have N dimensions
 dimensions (for every user: --user limits only what this run enqueues),
 and the backfill embeds every item and chunk anew whose vector has others.
 
-An item whose text the embeddings server refused as input (over the
-model's context, alone and by every shorter start tried) is recorded as
-refused for the model and left out, by this command as by the hourly
-sweep, until its text or the model changes (--dims N other than the
-recorded dimensions is such a change; the recorded N again is not, and
-keeps them): each sweep sent it again before. --retry-refused forgets those refusals first and sends the items
+An item or document chunk whose text the embeddings server refused as
+input (over the model's context, alone and by every shorter start
+tried) is recorded as refused for the model and left out, by this
+command as by the hourly sweep, until its text or the model changes
+(--dims N other than the recorded dimensions is such a change; the
+recorded N again is not, and keeps them): each sweep sent it again
+before. --retry-refused forgets those refusals first and sends them
 again (after the server was given a longer context).
 
 Output: progress and logs are log lines on stderr; the summary is printed on
@@ -93,11 +94,13 @@ stdout.`)
 		return err
 	}
 	var (
-		docs    int
-		refused int64
-		forgot  bool
+		docs          int
+		refused       int64
+		refusedChunks int64
+		forgot        bool
 	)
-	n, err := svc.EmbedBackfill(ctx, app.EmbedOptions{User: user, Work: !noWk, Documents: &docs, Dims: dims, RetryRefused: retryRefused, Refused: &refused, Forgot: &forgot})
+	n, err := svc.EmbedBackfill(ctx, app.EmbedOptions{User: user, Work: !noWk, Documents: &docs, Dims: dims, RetryRefused: retryRefused,
+		Refused: &refused, RefusedChunks: &refusedChunks, Forgot: &forgot})
 	if errors.Is(err, app.ErrEmbeddingOff) {
 		return f.usageErr("--embed-base-url is required: embedding is off without it")
 	}
@@ -120,6 +123,12 @@ stdout.`)
 	case refused > 0:
 		fmt.Fprintf(a.stdout, "%s the embeddings server refused before left out (--retry-refused sends them again)\n", plural(int(refused), "item", "items"))
 	}
+	switch {
+	case refusedChunks > 0 && forgot:
+		fmt.Fprintf(a.stdout, "%s the embeddings server refused before sent again\n", plural(int(refusedChunks), "document chunk", "document chunks"))
+	case refusedChunks > 0:
+		fmt.Fprintf(a.stdout, "%s the embeddings server refused before left out (--retry-refused sends them again)\n", plural(int(refusedChunks), "document chunk", "document chunks"))
+	}
 	if noWk || n+docs == 0 {
 		return nil
 	}
@@ -139,9 +148,11 @@ stdout.`)
 		return fmt.Errorf("interrupted: the rest is enqueued for a serve running with %s to embed; re-running the backfill is safe", flags)
 	}
 	var ne *app.NotEmbeddedError
-	if errors.As(err, &ne) && !forgot && ne.Chunks == 0 && ne.Items == ne.Refused && ne.Refused <= refused {
-		// Only the items refused before, which this backfill left out
-		// (said above), lack a vector: it embedded what it enqueued.
+	if errors.As(err, &ne) && !forgot && ne.Items == ne.Refused && ne.Refused <= refused &&
+		ne.Chunks == ne.ChunksRefused && ne.ChunksRefused <= refusedChunks {
+		// Only the items and chunks refused before, which this backfill
+		// left out (said above), lack a vector: it embedded what it
+		// enqueued.
 		// Before, it exited 1 for them, though a backfill with nothing
 		// else to embed exited 0, and no run would send them again.
 		err = nil

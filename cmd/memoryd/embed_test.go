@@ -178,7 +178,7 @@ func TestEmbedBackfillEndsWhenTheServerRefusesAText(t *testing.T) {
 		t.Errorf("backfill again sent %d requests, want 1 (its test text)", n)
 	}
 	out, errOut, code = runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--user", "alice", "--retry-refused", "--embed-base-url", srv.URL, "--embed-model", "m1")
-	if code != 1 || !strings.Contains(out, "1 item without a m1 vector to embed") || !strings.Contains(errOut, "but for the 1 items whose text it refused as input") ||
+	if code != 1 || !strings.Contains(out, "1 item without a m1 vector to embed") || !strings.Contains(errOut, "but for the 1 items and 0 document chunks whose text it refused as input") ||
 		!strings.Contains(out, "1 item the embeddings server refused before sent again (--retry-refused)") {
 		t.Errorf("backfill --retry-refused: exit %d\nstdout:\n%s\nstderr:\n%s\nwant the refused item sent again, and refused again", code, out, errOut)
 	}
@@ -295,7 +295,7 @@ func TestEmbedBackfillLeavesOutTheRefusedAndSucceeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, errOut, code = runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--user", "alice", "--embed-base-url", srv.URL, "--embed-model", "m1")
-	if code != 1 || !strings.Contains(errOut, "but for the 2 items whose text it refused as input") {
+	if code != 1 || !strings.Contains(errOut, "but for the 2 items and 0 document chunks whose text it refused as input") {
 		t.Errorf("backfill of an item refused by it: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit 1", code, out, errOut)
 	}
 }

@@ -148,6 +148,9 @@ type EmbedOptions struct {
 	// when it forgot them (RetryRefused, or Dims changed), to how many
 	// refusals it forgot, whose items it sends again.
 	Refused *int64
+	// RefusedChunks, when set, is set as Refused is, of the document
+	// chunks (store.SaveChunkEmbeddingRefusals).
+	RefusedChunks *int64
 	// Forgot, when set, is set to whether the refusals were forgotten
 	// (RetryRefused, or Dims other than those recorded).
 	Forgot *bool
@@ -259,15 +262,31 @@ func (a *App) EmbedBackfill(ctx context.Context, o EmbedOptions) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		if o.Refused != nil {
-			*o.Refused = f
-		}
-	} else if o.Refused != nil {
-		c, err := s.CountEmbeddings(ctx, o.User, emb.Model())
+		fc, err := s.ForgetChunkEmbeddingRefusals(ctx, o.User, emb.Model())
 		if err != nil {
 			return 0, err
 		}
-		*o.Refused = c.Refused
+		if o.Refused != nil {
+			*o.Refused = f
+		}
+		if o.RefusedChunks != nil {
+			*o.RefusedChunks = fc
+		}
+	} else {
+		if o.Refused != nil {
+			c, err := s.CountEmbeddings(ctx, o.User, emb.Model())
+			if err != nil {
+				return 0, err
+			}
+			*o.Refused = c.Refused
+		}
+		if o.RefusedChunks != nil {
+			c, err := s.CountChunkEmbeddings(ctx, o.User, emb.Model())
+			if err != nil {
+				return 0, err
+			}
+			*o.RefusedChunks = c.Refused
+		}
 	}
 	n, err := enq.EnqueueMissingEmbeddings(ctx, o.User, emb.Model(), a.cfg.Worker.EmbedJobSize, a.cfg.Worker.EmbedMaxAttempts)
 	if err != nil {
@@ -340,7 +359,7 @@ func (a *App) WaitEmbedded(ctx context.Context, user string, mark store.Embeddin
 			stuck = nil
 			return false, nil
 		}
-		now := &NotEmbeddedError{Model: a.cfg.Embed.StoredModel(), Items: n.Items - n.Embedded, Refused: n.Refused, Chunks: max(c.Items-c.Embedded, 0)}
+		now := &NotEmbeddedError{Model: a.cfg.Embed.StoredModel(), Items: n.Items - n.Embedded, Refused: n.Refused, Chunks: max(c.Items-c.Embedded, 0), ChunksRefused: c.Refused}
 		if stuck != nil && *stuck == *now {
 			return false, now
 		}
@@ -358,6 +377,8 @@ type NotEmbeddedError struct {
 	// (store.SaveEmbeddingRefusals): no sweep or backfill sends them
 	// again until their text or the model changes.
 	Refused int64
+	// ChunksRefused is as Refused, of Chunks.
+	ChunksRefused int64
 }
 
 func (e *NotEmbeddedError) Error() string {
@@ -369,9 +390,9 @@ func (e *NotEmbeddedError) Error() string {
 
 // refusedNote is what Error says of the items recorded as refused.
 func (e *NotEmbeddedError) refusedNote() string {
-	if e.Refused <= 0 {
+	if e.Refused <= 0 && e.ChunksRefused <= 0 {
 		return ""
 	}
-	return fmt.Sprintf(", but for the %d items whose text it refused as input: recorded as refused, they are left out until their text or the model changes "+
-		"(memoryd embed --backfill --retry-refused sends them again, once the server takes longer texts)", e.Refused)
+	return fmt.Sprintf(", but for the %d items and %d document chunks whose text it refused as input: recorded as refused, they are left out until their text or the model changes "+
+		"(memoryd embed --backfill --retry-refused sends them again, once the server takes longer texts)", e.Refused, e.ChunksRefused)
 }
