@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -42,6 +43,8 @@ type memoryReads struct {
 	hybrid *hybrid
 	// small is the service's, shared with enrich.
 	small *smallUsers
+	// logger is the service's.
+	logger *slog.Logger
 }
 
 func (r memoryReads) search(token string, data []byte) (call, error) {
@@ -234,11 +237,15 @@ func (r memoryReads) userStats(token string, data []byte) (call, error) {
 			// The items hybrid search finds by their words only: an
 			// operator saw them nowhere (a server refusing long texts, or
 			// jobs given up while it was down).
+			// The field is optional: a failed count leaves it out, and
+			// the counts read above still answer. Before, it failed the
+			// whole reply (TestStatsAnswerWithoutTheEmbeddingsCount).
 			n, err := r.store.CountUserEmbeddings(ctx, req.UserID, r.hybrid.model)
 			if err != nil {
-				return nil, err
+				r.logger.WarnContext(ctx, "memory.stats answered without its embeddings count, which failed", "user_id", req.UserID, "embed_model", r.hybrid.model, "error", err)
+			} else {
+				reply.Embeddings = &events.EmbeddingStats{Model: r.hybrid.model, ItemsWithoutVector: max(n.Items-n.Embedded, 0), Refused: n.Refused}
 			}
-			reply.Embeddings = &events.EmbeddingStats{Model: r.hybrid.model, ItemsWithoutVector: max(n.Items-n.Embedded, 0), Refused: n.Refused}
 		}
 		return reply, nil
 	}, nil

@@ -132,7 +132,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.hybrid = newHybrid(cfg, s.logger)
 	s.small = newSmallUsers()
-	s.reads = memoryReads{store: cfg.Store, dailyCap: cfg.DailyTokensPerUser, hybrid: s.hybrid, small: s.small}
+	s.reads = memoryReads{store: cfg.Store, dailyCap: cfg.DailyTokensPerUser, hybrid: s.hybrid, small: s.small, logger: s.logger}
 	s.admin = adminOps{forget: cfg.Forget, logger: s.logger}
 	for _, ep := range s.endpoints() {
 		s.stats[ep.name] = &endpointStats{}
