@@ -295,7 +295,7 @@ func runDocs(ctx context.Context, o options, in *instance, stdout io.Writer, pro
 	}
 	reportDocs(stdout, chunks, len(docs), rs)
 	if o.embedBaseURL != "" {
-		fmt.Fprintf(stdout, "\nHybrid: chunks embedded with %s at %s; the same enrich with and without the embedder.\n", o.embedModel, app.RedactURL(o.embedBaseURL))
+		fmt.Fprintf(stdout, "\nHybrid: chunks embedded with %s at %s; the same enrich with and without the embedder.\n", o.embedStored, app.RedactURL(o.embedBaseURL))
 	}
 	return nil
 }

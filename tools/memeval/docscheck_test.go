@@ -104,3 +104,33 @@ func TestDocsCheckHybridRuns(t *testing.T) {
 		t.Errorf("the fake server answered %d requests: the chunks or the questions were not embedded", n)
 	}
 }
+
+// TestDocsCheckEmbedDimensions: -embed-dimensions N asks the server for
+// vectors of N dimensions, as memoryd's --embed-dimensions does, and the
+// report names the model as memoryd stores it (model?dimensions=N).
+// Before, memeval had no such flag: a model that shortens its vectors
+// (text-embedding-3-*) was evaluated at its full size only.
+func TestDocsCheckEmbedDimensions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("puts documents into memoryd and embeds their chunks")
+	}
+	srv := embeddingtest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	if err := run(ctx, []string{"-docs", "-limit", "2", "-embed-base-url", srv.URL, "-embed-model", "fake", "-embed-dimensions", "16"}, &out, &errOut); err != nil {
+		t.Fatalf("memeval -docs -embed-dimensions 16: %v\n%s", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "chunks embedded with fake?dimensions=16 at") {
+		t.Errorf("report:\n%s\nwant the model named fake?dimensions=16", out.String())
+	}
+	ds := srv.Dimensions()
+	if len(ds) == 0 {
+		t.Fatal("nothing embedded")
+	}
+	for i, d := range ds {
+		if d != 16 {
+			t.Errorf("request %d asked for %d dimensions, want 16", i+1, d)
+		}
+	}
+}

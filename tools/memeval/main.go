@@ -24,6 +24,7 @@
 //	go -C tools run ./memeval -cv                  # cross-validate the ranking's constants (cv.go)
 //	MEMEVAL_LLM_BASE_URL=... MEMEVAL_LLM_MODEL=... go -C tools run ./memeval   # with a model
 //	go -C tools run ./memeval -embed-base-url http://127.0.0.1:11434/v1 -embed-model nomic-embed-text   # lexical, vector, hybrid
+//	go -C tools run ./memeval -embed-base-url https://api.openai.com/v1 -embed-model text-embedding-3-small -embed-dimensions 512   # shortened vectors
 //	go -C tools run ./memeval -embed-local use-lite   # the same with a weak model that runs here (tools/localembed)
 //	go -C tools run ./memeval -cv -cv-variant hybrid -embed-local use-lite   # cross-validate the vector side's constants (cvhybrid.go)
 package main
@@ -65,6 +66,8 @@ type options struct {
 	factLoad       int
 	embedBaseURL   string
 	embedModel     string
+	embedDims      int
+	embedStored    string // embedModel as memoryd stores it (with ?dimensions=N)
 	embedAPIKey    string
 	embedLocal     string
 	cv             bool
@@ -110,6 +113,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.cv, "cv", false, "instead of the usual report, cross-validate the ranking's constants leave one fold out (5 folds: a LoCoMo conversation and a fifth of the LongMemEval questions each) next to FTS5-BM25 on the same folds; with -embed-local or -embed-base-url, the hybrid's vector constants too, against lexical enrich")
 	fs.StringVar(&o.embedBaseURL, "embed-base-url", env("MEMEVAL_EMBED_BASE_URL", ""), "OpenAI-compatible embeddings endpoint: memoryd runs hybrid, and the report adds memoryd lexical and vector only (MEMEVAL_EMBED_BASE_URL)")
 	fs.StringVar(&o.embedModel, "embed-model", env("MEMEVAL_EMBED_MODEL", embedding.DefaultModel), "embedding model, with -embed-base-url (MEMEVAL_EMBED_MODEL)")
+	fs.IntVar(&o.embedDims, "embed-dimensions", 0, "with -embed-base-url: the vectors' dimensions asked of a model that can shorten them (text-embedding-3-*), as memoryd's --embed-dimensions; stored as model?dimensions=N (default: the model's own)")
 	o.embedAPIKey = os.Getenv("MEMEVAL_EMBED_API_KEY")
 	fs.StringVar(&o.embedLocal, "embed-local", "", "embed with a real model that runs here, offline, from npm packages (tools/localembed: "+strings.Join(localembed.Models, ", ")+"), instead of -embed-base-url; weak old models: their figures bound a current model's from below")
 	fs.BoolVar(&o.docs, "docs", false, "instead of the usual report, run the knowledge-base retrieval check (testdata/docs): recall of the expected section by enrich's document chunks next to FTS5-BM25 over the same chunks; -limit takes the first N questions")
@@ -122,6 +126,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if o.cvDrop != "" && !o.cv {
 		return errors.New("-cv-drop needs -cv")
+	}
+	if o.embedDims < 0 {
+		return fmt.Errorf("-embed-dimensions must be positive, not %d", o.embedDims)
 	}
 	if o.embedLocal != "" {
 		if o.embedBaseURL != "" {
@@ -159,6 +166,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		defer srv.Stop()
 		o.embedBaseURL, o.embedModel = srv.BaseURL, o.embedLocal
+	}
+	if o.embedDims > 0 {
+		// The name memoryd stores the vectors under, which the report
+		// shows (embedding.Config.StoredModel).
+		o.embedStored = embedding.Config{Model: o.embedModel, Dimensions: o.embedDims}.StoredModel()
+	} else {
+		o.embedStored = o.embedModel
 	}
 	in, err := start(ctx, o, logger)
 	if err != nil {
@@ -308,7 +322,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		extractorName = "LLM " + o.llmModel + " (memoryd's items are what the model extracted; the baselines still index the raw turns)"
 	}
 	if in.emb != nil {
-		extractorName += fmt.Sprintf("; embeddings %s at %s", o.embedModel, app.RedactURL(o.embedBaseURL))
+		extractorName += fmt.Sprintf("; embeddings %s at %s", o.embedStored, app.RedactURL(o.embedBaseURL))
 	}
 	report(stdout, sets, rankers, extractorName, mem.tookMS)
 	reportTokens(stdout, tokenRuns)

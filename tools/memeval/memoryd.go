@@ -128,7 +128,7 @@ func start(ctx context.Context, o options, logger *slog.Logger) (in *instance, e
 	if o.embedBaseURL != "" {
 		// A query's embedding may take most of the generous timeout: the
 		// evaluation measures ranking, not the endpoint's speed.
-		cfg.Embed = embedding.Config{BaseURL: o.embedBaseURL, Model: o.embedModel, APIKey: o.embedAPIKey}
+		cfg.Embed = embedding.Config{BaseURL: o.embedBaseURL, Model: o.embedModel, Dimensions: o.embedDims, APIKey: o.embedAPIKey}
 		cfg.Enricher.EmbedTimeout = 5 * time.Second
 		if in.emb, err = embedding.New(cfg.Embed); err != nil {
 			return in, err
