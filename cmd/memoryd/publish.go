@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -206,6 +207,12 @@ func publishStream(r io.Reader, send func(events.Turn) error) error {
 // absent or null (keys matched in any case, as the decoder does: raw names
 // no field twice); other values are kept as sent, for Decode to judge.
 func fillIDAndTime(raw json.RawMessage) (json.RawMessage, error) {
+	if b := bytes.TrimLeft(raw, " \t\r\n"); len(b) == 0 || b[0] != '{' {
+		// Not an object (null, an array, a string): nothing to fill, and
+		// Decode refuses it with memoryd's reason. Before, a null was
+		// decoded into a nil map, and filling it crashed the command.
+		return raw, nil
+	}
 	var probe struct {
 		ID        json.RawMessage `json:"id"`
 		Timestamp json.RawMessage `json:"timestamp"`
