@@ -253,3 +253,31 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// TestRefusesFormatQuotingTheFormat: a server's own refusal that quotes
+// the format it refuses, in its message or as a member of its error beside
+// the message, is a refusal: the format is stepped down. Only the request
+// echoed whole (its messages beside the format) or the format alone under
+// a key of its own is left out of the words read. Before, the message
+// holding the format's JSON, or the error object holding a
+// "response_format" member, was taken for an echo and dropped whole, and
+// the 400 failed the turn where it stepped the format down.
+func TestRefusesFormatQuotingTheFormat(t *testing.T) {
+	t.Parallel()
+	srv := extractortest.NewServer(t)
+	for _, format := range []string{ResponseFormatJSONSchema, ResponseFormatJSONObject} {
+		l := newTestLLM(t, srv, func(c *LLMConfig) { c.ResponseFormat = format })
+		for _, f := range []*openai.ChatCompletionResponseFormat{l.format, l.batchFormat} {
+			msgs := []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleSystem, Content: "system"}, {Role: openai.ChatMessageRoleUser, Content: "I play tennis"}}
+			formatJSON := mustJSON(t, f)
+			for _, body := range []string{
+				`{"error":{"message":` + mustJSON(t, "response_format "+formatJSON+" is not supported by this model") + `,"type":"invalid_request_error"}}`,
+				`{"error":{"message":"this response_format is not supported by this model","type":"invalid_request_error","response_format":` + formatJSON + `}}`,
+			} {
+				if !refusesFormat(http.StatusBadRequest, []byte(body), f, msgs) {
+					t.Errorf("%s: refusesFormat(%.300s...) = false, want true: the server's own words name the format", f.Type, body)
+				}
+			}
+		}
+	}
+}

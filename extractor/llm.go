@@ -821,9 +821,13 @@ func newFormatEcho(format *openai.ChatCompletionResponseFormat) formatEcho {
 }
 
 // of reports whether v (decoded JSON) is the request's: a string holding
-// the format's JSON; an object or array equal to the format, its
-// json_schema or its schema; or an object whose "response_format" holds
-// one of them (the request, echoed whole).
+// the request's JSON (the format's beside its "messages"); an object or
+// array equal to the format, its json_schema or its schema; or an object
+// with "messages" whose "response_format" holds one of them (the request,
+// echoed whole). Not a server's own message quoting the format it refuses,
+// nor its error object holding that format beside the message: those are
+// its words (only the member holding the format is left out, as equal to
+// it).
 func (e formatEcho) of(v any) bool {
 	if len(e.exact) == 0 {
 		return false
@@ -831,6 +835,9 @@ func (e formatEcho) of(v any) bool {
 	switch v := v.(type) {
 	case string:
 		s := squeeze(v)
+		if !strings.Contains(s, `"messages":`) {
+			return false
+		}
 		for _, n := range e.squeezed {
 			if strings.Contains(s, n) {
 				return true
@@ -841,6 +848,13 @@ func (e formatEcho) of(v any) bool {
 	case map[string]any:
 		if e.exact[compactValue(v)] {
 			return true
+		}
+		request := false
+		for k := range v {
+			request = request || strings.EqualFold(k, "messages")
+		}
+		if !request {
+			return false
 		}
 		for k, f := range v {
 			if !strings.EqualFold(k, "response_format") {
