@@ -282,13 +282,14 @@ type replacement struct {
 // the replacement within wakeCountEvery of it counts as one with it, as
 // it would have for the job); its crashes (maxCrashes: so that it is sent
 // alone, and fails at the next); the digest of its last invalid output
-// (metaInvalidReply: a repeat fails it), and whether its burst's turns are
-// sent one a request (metaBurstSplit). Not the state of the snooze the job was in
+// (metaInvalidReply: a repeat fails it), and whether its burst's request
+// got invalid replies (metaBurstInvalid) and its turns are sent one a
+// request (metaBurstSplit). Not the state of the snooze the job was in
 // (metaSnoozedFor, metaModelWaitMillis, metaWoken): the replacement runs
 // at once, neither snoozed nor woken.
 var carriedMeta = []string{metaLockWaits, metaRateLimitWaits, metaQueueWaits, metaModelWaits, metaDBWaits,
 	metaModelUnwaitedMillis, metaDBUnwaitedMillis, metaWokenHolds, metaUnsentHolds, metaAloneHolds, metaWakes, metaWakeCountedAt, metaModelCrashes,
-	metaInvalidReply, metaBurstSplit}
+	metaInvalidReply, metaBurstInvalid, metaBurstSplit}
 
 // carriedOf is the metadata of carriedMeta that a job's replacement keeps:
 // the keys present in metadata.

@@ -322,10 +322,11 @@ const priorTurns = 4
 // and stop, leaving them pending. A claim records the job, so a run of the
 // same job takes back a claim it could not release (its process died).
 //
-// So are they once the model gave the burst's request the same invalid
-// replies at two attempts (metaBurstSplit): a turn of it that derails the
-// model, or a model that cannot follow the batch prompt, then fails that
-// turn alone, or none, where it failed every turn of the burst for good.
+// So are they once the model gave the burst's request invalid replies at
+// two attempts, the same or not (metaBurstSplit, metaBurstInvalid): a turn
+// of it that derails the model, or a model that cannot follow the batch
+// prompt, then fails that turn alone, or none, where it failed every turn
+// of the burst for good.
 //
 // Once the model server went down with the burst's request in flight
 // (metaModelCrashes), the burst's turns are extracted one a request
@@ -400,17 +401,23 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 			err = ctx.Err()
 		}
 		e.flushUsage(ctx, usage)
-		if len(burst) > 1 && repeatsInvalidReply(err, job.JobRow) {
-			// The model gave the burst's request the invalid replies it
-			// gave at an earlier attempt: it would at every attempt, and
-			// failing the burst failed every turn of it for good. Its
-			// turns are sent one a request from now on (this run, and the
-			// job's next ones: metaBurstSplit), and a turn fails for good
-			// only when its own request's replies repeat.
-			e.w.logger.Info("model repeated its invalid replies to a burst's request; sending its turns one a request",
+		invalid := extractor.KindOf(err) == extractor.KindInvalidOutput && !isPermanent(err)
+		if len(burst) > 1 && (repeatsInvalidReply(err, job.JobRow) || invalid && metaTrue(job.Metadata, metaBurstInvalid)) {
+			// The model gave the burst's request invalid replies at an
+			// earlier attempt too (the same ones, which it would give at
+			// every attempt, or others: a sampling model's short refusal
+			// has no digest, and its every attempt failed alike): failing
+			// the burst failed every turn of it for good at its repeat or
+			// its last attempt. Its turns are sent one a request from now
+			// on (this run, and the job's next ones: metaBurstSplit), and
+			// a turn fails for good only for its own request's replies.
+			e.w.logger.Info("model gave invalid replies to a burst's request at two attempts; sending its turns one a request",
 				"job_id", job.ID, "user_id", a.UserID, "turns", len(burst), "error", err)
 			_ = river.MetadataSet(ctx, metaBurstSplit, true)
 			return e.extractEach(ctx, job, ex, over, burst, ids, known)
+		}
+		if invalid && len(burst) > 1 {
+			_ = river.MetadataSet(ctx, metaBurstInvalid, true)
 		}
 		return e.fail(ctx, job.JobRow, a.UserID, ids, err)
 	}

@@ -123,9 +123,15 @@ const (
 	// (outcome).
 	metaInvalidReply = "memoryd_invalid_reply"
 	// metaBurstSplit is true on a conversation's burst job whose request
-	// got the same invalid replies at two attempts (metaInvalidReply):
-	// its turns are sent one a request from then on (workBurst).
+	// got invalid replies at two attempts (the same: metaInvalidReply, or
+	// not: metaBurstInvalid): its turns are sent one a request from then
+	// on (workBurst).
 	metaBurstSplit = "memoryd_burst_split"
+	// metaBurstInvalid is true on a conversation's burst job whose request
+	// got invalid replies at an attempt: at a second, whatever the
+	// replies, its turns are sent one a request (workBurst). The digest
+	// alone missed a sampling model's, whose short replies have none.
+	metaBurstInvalid = "memoryd_burst_invalid"
 	// metaAloneHolds counts a job's runs held back unsent because another
 	// serve was sending a request alone (errAloneElsewhere), at most
 	// maxAloneHolds.
@@ -408,8 +414,9 @@ const rateLimitBackoffMax = time.Minute
 //     a prompt one way (a local model at temperature 0) repeats its
 //     mistake at every attempt: before, each spent two calls, ten for a
 //     turn with --max-attempts 5, where two attempts (four calls) show
-//     it. (A conversation's burst whose one request repeats its replies
-//     is not failed: workBurst sends its turns one a request instead.)
+//     it. (A conversation's burst whose one request repeats its replies,
+//     or gets invalid ones at two attempts, is not failed: workBurst
+//     sends its turns one a request instead.)
 //   - anything else: the error itself, so that River retries with its
 //     backoff. That includes extractor.KindTransient, errors that are not
 //     the extractor's (Postgres refusing a statement), and extractor.KindInvalidOutput

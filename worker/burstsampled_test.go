@@ -1,0 +1,53 @@
+package worker_test
+
+import (
+	"sync/atomic"
+	"testing"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/extractor/extractortest"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// TestBurstSampledInvalidRepliesSendsItsTurnsOneARequest: a sampling
+// model (a temperature above 0) that answers a conversation's burst with
+// a short canned refusal at every attempt, and each turn alone with JSON,
+// has the burst's turns sent one a request once the burst's request got
+// invalid replies at two attempts, as a greedy model's repeat does: every
+// turn is processed. Before, such replies have no digest (a sampled short
+// reply repeats by chance), the burst was never sent one a request, and
+// its last attempt failed every turn of it for good.
+func TestBurstSampledInvalidRepliesSendsItsTurnsOneARequest(t *testing.T) {
+	e := setup(t)
+	srv := extractortest.NewServer(t)
+	var batchCalls, turnCalls atomic.Int64
+	srv.SetHandler(func(req openai.ChatCompletionRequest) extractortest.Reply {
+		if _, _, ok := extractor.PromptTurn(req.Messages[len(req.Messages)-1].Content); !ok {
+			batchCalls.Add(1)
+			return extractortest.Content("I'm sorry, but I can't help with that.")
+		}
+		turnCalls.Add(1)
+		return extractortest.Content(`{"facts":{"name":"Alice"}}`)
+	})
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake", Temperature: 0.7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turns, ids := poisonTurns("", "b", 3, -1, "c1")
+	insertBurst(t, e, turns, ids)
+	e.start(llm, func(c *worker.Config) { c.MaxAttempts = 3 })
+	st := e.waitDone(3)
+	if st.TurnsProcessed != 3 || st.TurnsFailed != 0 {
+		failed, _ := e.store.FailedTurns(e.ctx, "u", 10)
+		for _, f := range failed {
+			t.Errorf("failed: %s attempts=%d %q", f.EventID, f.Attempts, f.LastError)
+		}
+		t.Fatalf("stats %+v, want the burst's 3 turns processed", st)
+	}
+	// Two attempts of the burst (two calls each), then each turn once.
+	if b, o := batchCalls.Load(), turnCalls.Load(); b != 4 || o != 3 {
+		t.Errorf("calls: %d for the burst, %d for its turns; want 4, 3", b, o)
+	}
+}
