@@ -222,6 +222,8 @@ func TestRefusesFormatIgnoresEchoedRequest(t *testing.T) {
 				`{"error":{"message":"max_tokens must be at least 1","response_format":` + formatJSON + `}}`,
 				`{"error":{"message":"max_tokens must be at least 1","request_body":` + str + `}}`,
 				`{"errors":[{"detail":"max_tokens must be at least 1","sent":[` + req + `]}]}`,
+				// The request's parameters, without its messages, as a string.
+				`{"error":{"message":"max_tokens must be at least 1","params":` + mustJSON(t, `{"model":"test-model","max_tokens":0,"response_format":`+formatJSON+`}`) + `}}`,
 			}
 			if f.JSONSchema != nil {
 				echoes = append(echoes, `{"error":{"message":"max_tokens must be at least 1","json_schema":`+mustJSON(t, f.JSONSchema)+`}}`,

@@ -821,7 +821,8 @@ func newFormatEcho(format *openai.ChatCompletionResponseFormat) formatEcho {
 }
 
 // of reports whether v (decoded JSON) is the request's: a string holding
-// the request's JSON (the format's beside its "messages"); an object or
+// the request's JSON (the format's beside its "messages", or a string
+// that is JSON holding the format); an object or
 // array equal to the format, its json_schema or its schema; or an object
 // with "messages" whose "response_format" holds one of them (the request,
 // echoed whole). Not a server's own message quoting the format it refuses,
@@ -835,8 +836,8 @@ func (e formatEcho) of(v any) bool {
 	switch v := v.(type) {
 	case string:
 		s := squeeze(v)
-		if !strings.Contains(s, `"messages":`) {
-			return false
+		if !strings.Contains(s, `"messages":`) && !jsonText(v) {
+			return false // prose: a server's words, even quoting the format
 		}
 		for _, n := range e.squeezed {
 			if strings.Contains(s, n) {
@@ -869,6 +870,13 @@ func (e formatEcho) of(v any) bool {
 		}
 	}
 	return false
+}
+
+// jsonText reports whether s is the JSON text of an object or an array
+// (a request serialised into a string), not prose.
+func jsonText(s string) bool {
+	s = strings.TrimSpace(s)
+	return (strings.HasPrefix(s, "{") || strings.HasPrefix(s, "[")) && json.Valid([]byte(s))
 }
 
 // compactJSON is b (JSON) decoded and encoded again: compact, object keys
