@@ -291,6 +291,11 @@ func (s *Store) ResetMemory(ctx context.Context, userIDs []string) (Removed, Res
 	if err != nil {
 		return Removed{}, ResetMark{}, err
 	}
+	// Read after the commit: a turn processed by a transaction that began
+	// later was extracted after the reset, and its items were not deleted.
+	if err := s.db.QueryRow(ctx, `SELECT now()`).Scan(&mark.Committed); err != nil {
+		return Removed{}, ResetMark{}, fmt.Errorf("reset: read the clock: %w", err)
+	}
 	return r, mark, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -91,14 +92,14 @@ func TestEmptyMetadataIsNoMetadata(t *testing.T) {
 	if err := s.MarkProcessed(ctx, "alice", []string{"e1", "e2", "e3"}, store.Provenance{Extractor: "rules"}); err != nil {
 		t.Fatal(err)
 	}
-	keys, err := s.RequeueTurns(ctx, []store.Turn{turn("e1", `{}`), turn("e2", "-"), turn("e3", "-")})
+	keys, err := s.RequeueTurns(ctx, []store.Turn{turn("e1", `{}`), turn("e2", "-"), turn("e3", "-")}, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(keys) != 3 {
 		t.Fatalf("replay requeued %v; want e1, e2 and e3", keys)
 	}
-	if keys, err := s.RequeueTurns(ctx, []store.Turn{turn("e1", `{"k":1}`)}); err != nil || len(keys) != 0 {
+	if keys, err := s.RequeueTurns(ctx, []store.Turn{turn("e1", `{"k":1}`)}, time.Time{}); err != nil || len(keys) != 0 {
 		t.Fatalf("replay of a conflicting event requeued %v (%v); want nothing", keys, err)
 	}
 }

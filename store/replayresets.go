@@ -18,6 +18,10 @@ type ResetMark struct {
 	Users int
 	// StartedAt is when the reset committed (Postgres's clock).
 	StartedAt time.Time
+	// Committed is Postgres's clock read after the reset committed (set by
+	// ResetMemory only): a turn processed since was extracted after the
+	// reset, which deleted none of its items (RequeueTurns).
+	Committed time.Time `db:"-"`
 }
 
 // userKeySQL is the SQL for the key of the user id the text expression id

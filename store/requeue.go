@@ -16,7 +16,13 @@ import (
 // one. Of several events with one key (a frontend's retry, or a conflicting
 // duplicate that ingest dead-lettered), the earliest in the stream counts,
 // and a later one changes a recorded turn only if its content is the same.
-func (s *Store) RequeueTurns(ctx context.Context, turns []Turn) ([]TurnKey, error) {
+//
+// A turn processed after extractedSince (non-zero: a reset's
+// ResetMark.Committed) is left as it is: ingest extracted it after the
+// reset, so its memory is already the rebuilt one. Extracted again, a
+// model given other earlier turns words it otherwise, and the user kept
+// both items of the one turn.
+func (s *Store) RequeueTurns(ctx context.Context, turns []Turn, extractedSince time.Time) ([]TurnKey, error) {
 	if len(turns) == 0 {
 		return nil, nil
 	}
@@ -46,6 +52,10 @@ func (s *Store) RequeueTurns(ctx context.Context, turns []Turn) ([]TurnKey, erro
 		FOR UPDATE`, ids, users); err != nil {
 		return nil, fmt.Errorf("requeue turns: lock: %w", err)
 	}
+	var since *time.Time
+	if !extractedSince.IsZero() {
+		since = &extractedSince
+	}
 	// The WHERE skips rows already pending, which RETURNING then omits.
 	rows, err := s.db.Query(ctx, `
 		INSERT INTO turns AS t (event_id, user_id, conversation_id, user_message, assistant_response, turn_at, stream_seq, stream_stored_at, metadata, clamped_from, content_hash, turn_offset)
@@ -57,11 +67,12 @@ func (s *Store) RequeueTurns(ctx context.Context, turns []Turn) ([]TurnKey, erro
 		    assistant_response = excluded.assistant_response, metadata = excluded.metadata, text_cleared_at = NULL,
 		    turn_at = excluded.turn_at, turn_offset = excluded.turn_offset, clamped_from = excluded.clamped_from, conversation_id = excluded.conversation_id, stream_seq = excluded.stream_seq, stream_stored_at = excluded.stream_stored_at,
 		    content_hash = excluded.content_hash
-		WHERE t.status <> 'pending' AND (t.content_hash IS NULL OR t.content_hash IN (`+
+		WHERE t.status <> 'pending' AND NOT ($12::timestamptz IS NOT NULL AND t.status = 'processed' AND t.processed_at > $12::timestamptz)
+		  AND (t.content_hash IS NULL OR t.content_hash IN (`+
 		turnHashes("excluded.conversation_id", "excluded.user_message", "excluded.assistant_response",
 			"coalesce(excluded.clamped_from, excluded.turn_at)", "excluded.metadata")+`))
 		RETURNING user_id, event_id`,
-		ids, users, convs, msgs, resps, ats, seqs, metas, clamped, streams, offsets)
+		ids, users, convs, msgs, resps, ats, seqs, metas, clamped, streams, offsets, since)
 	if err != nil {
 		return nil, fmt.Errorf("requeue turns: %w", err)
 	}

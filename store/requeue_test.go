@@ -20,7 +20,7 @@ import (
 // save can then lock the later turn ("a") and finish.
 func TestRequeueLocksInTheSaveOrder(t *testing.T) {
 	lockOrderCase(t, func(ctx context.Context, q *store.Store, turns []store.Turn) error {
-		_, err := q.RequeueTurns(ctx, turns)
+		_, err := q.RequeueTurns(ctx, turns, time.Time{})
 		return err
 	})
 }

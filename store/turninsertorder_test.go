@@ -76,7 +76,7 @@ func TestIngestBesideReplayOfTheSameNewTurns(t *testing.T) {
 					if _, err := q.LockUsers(ctx, users); err != nil {
 						return err
 					}
-					_, err := q.RequeueTurns(ctx, []store.Turn{hi, lo, held})
+					_, err := q.RequeueTurns(ctx, []store.Turn{hi, lo, held}, time.Time{})
 					return err
 				})
 			})

@@ -179,7 +179,7 @@ func replayBeside(t *testing.T, s *store.Store, write func(context.Context) erro
 	}
 	heldBeside(t, s, "replay", func(ctx context.Context) error {
 		return s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
-			_, err := q.RequeueTurns(ctx, replayed)
+			_, err := q.RequeueTurns(ctx, replayed, time.Time{})
 			return err
 		})
 	}, write)

@@ -141,6 +141,9 @@ type ReplayProgress struct {
 	Reading time.Duration
 
 	readFrom time.Time // when Reading began
+	// resetDone is the reset's ResetMark.Committed: turns processed since
+	// are not extracted again (store.RequeueTurns).
+	resetDone time.Time
 }
 
 // Rate is events read per second.
@@ -261,7 +264,7 @@ func Replay(ctx context.Context, cfg ReplayConfig) (ReplayProgress, error) {
 		if err != nil {
 			return p, fmt.Errorf("replay reset: %w", err)
 		}
-		p.Reset, p.Removed, ownMark = true, removed, mark.ID
+		p.Reset, p.Removed, ownMark, p.resetDone = true, removed, mark.ID, mark.Committed
 	}
 	enq := cfg.Enqueuer
 	if enq == nil && !cfg.DryRun {
@@ -359,9 +362,9 @@ func readStream(ctx context.Context, cfg ReplayConfig, enq *Enqueuer, p *ReplayP
 // those that need extraction, in one transaction. It returns how many turns
 // it enqueued, how many it skipped because a forget covers them, and the
 // stream sequences of those of them the replay is to delete (forgottenSeqs).
-func requeue(ctx context.Context, s *store.Store, enq *Enqueuer, turns []store.Turn, jobSize int) (n, forgotten int, del []uint64, err error) {
+func requeue(ctx context.Context, s *store.Store, enq *Enqueuer, turns []store.Turn, jobSize int, extractedSince time.Time) (n, forgotten int, del []uint64, err error) {
 	for attempt := 1; ; attempt++ {
-		n, forgotten, del, err = requeueOnce(ctx, s, enq, turns, jobSize)
+		n, forgotten, del, err = requeueOnce(ctx, s, enq, turns, jobSize, extractedSince)
 		if err == nil || !store.IsLockWait(err) || attempt == requeueAttempts {
 			return n, forgotten, del, err
 		}
@@ -380,7 +383,7 @@ func requeue(ctx context.Context, s *store.Store, enq *Enqueuer, turns []store.T
 const requeueAttempts = 5
 
 // requeueOnce is one attempt of requeue.
-func requeueOnce(ctx context.Context, s *store.Store, enq *Enqueuer, turns []store.Turn, jobSize int) (n, forgotten int, del []uint64, err error) {
+func requeueOnce(ctx context.Context, s *store.Store, enq *Enqueuer, turns []store.Turn, jobSize int, extractedSince time.Time) (n, forgotten int, del []uint64, err error) {
 	err = s.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
 		tokenOf, tokens := userTokens(turns)
 		tombs, err := q.LockUsers(ctx, tokens)
@@ -391,7 +394,7 @@ func requeueOnce(ctx context.Context, s *store.Store, enq *Enqueuer, turns []sto
 		del = forgottenSeqs(turns, tokenOf, tombs)
 		turns := uncovered(turns, tokenOf, tombs, nil)
 		forgotten = read - len(turns)
-		keys, err := q.RequeueTurns(ctx, turns)
+		keys, err := q.RequeueTurns(ctx, turns, extractedSince)
 		if err != nil || len(keys) == 0 {
 			return err
 		}

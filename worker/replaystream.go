@@ -119,7 +119,7 @@ func replaySource(ctx context.Context, cfg ReplayConfig, enq *Enqueuer, src repl
 		}
 		for _, chunk := range windowChunks(turns, cfg.BatchSize) {
 			if !cfg.DryRun {
-				n, forgotten, del, err := requeue(ctx, cfg.Store, enq, chunk, cfg.JobSize)
+				n, forgotten, del, err := requeue(ctx, cfg.Store, enq, chunk, cfg.JobSize, p.resetDone)
 				if err != nil {
 					return err
 				}

@@ -50,7 +50,7 @@ func TestRequeueRetriesADeadlock(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, _, _, err := requeue(ctx, s, enq, turns, 10)
+		_, _, _, err := requeue(ctx, s, enq, turns, 10, time.Time{})
 		done <- err
 	}()
 	// The replay holds a and waits for b.

@@ -177,7 +177,7 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 	}
 	if rest := int(p.Read) - p.Invalid - p.OptedOut - p.Forgotten - p.Enqueued; rest > 0 {
 		// So that the summary adds up.
-		fmt.Fprintf(a.stdout, "%d events not enqueued again: their turn was already pending extraction, or an earlier event had the same id (a retry, or a conflicting duplicate that ingest dead-lettered)\n", rest)
+		fmt.Fprintf(a.stdout, "%d events not enqueued again: their turn was already pending extraction (or, after --reset, extracted since the reset), or an earlier event had the same id (a retry, or a conflicting duplicate that ingest dead-lettered)\n", rest)
 	}
 	reportResets(a, p)
 	if reset {
