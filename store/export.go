@@ -347,7 +347,7 @@ func (s *Store) recordImportSources(ctx context.Context, userID string, byType m
 		}
 	}
 	if len(ids) == 0 {
-		return nil
+		return s.dropClearedImportedFacts(ctx, userID, byType)
 	}
 	// One row per record (ON CONFLICT cannot touch a row twice in one
 	// statement): of two lines of a key with one value and event id, the
@@ -358,6 +358,72 @@ func (s *Store) recordImportSources(ctx context.Context, userID string, byType m
 		ORDER BY e, c, (f->>'source_at')::timestamptz DESC NULLS LAST
 		ON CONFLICT (user_id, event_id, content) DO UPDATE SET fact = excluded.fact
 		WHERE i.fact IS NULL AND excluded.fact IS NOT NULL`, userID, ids, contents, facts); err != nil {
+		return fmt.Errorf("record import sources: %w", err)
+	}
+	return s.dropClearedImportedFacts(ctx, userID, byType)
+}
+
+// dropClearedImportedFacts takes out of the records of imported fact lines
+// (import_sources.fact) those a clear keeps out: one the import's own
+// clears or the memory's covered (applyFacts did not write it, and a value
+// delete left a clear of the key at the value's time), and, by this
+// import's clear lines, those of earlier imports. A reset drops the clears
+// imports brought with those turns made (resetClears), and no replay
+// makes them again: it wrote the line back, the key saying again what an
+// import had cleared (TestResetKeepsAFactAnImportClearedCleared). The
+// record itself stays (rebuilt). A line that a later turn's clear covers
+// stays, as one that lost to a later statement does: the replay clears it
+// again.
+func (s *Store) dropClearedImportedFacts(ctx context.Context, userID string, byType map[string][]any) error {
+	type value struct{ key, item string }
+	keys, values := map[string]time.Time{}, map[value]time.Time{}
+	var named []string
+	for _, l := range typed[*factClearLine](byType["fact_clear"]) {
+		if t, ok := keys[l.Key]; !ok || l.clearedAt.After(t) {
+			keys[l.Key] = l.clearedAt
+		}
+		named = append(named, l.Key)
+	}
+	for _, l := range typed[*factValueClearLine](byType["fact_value_clear"]) {
+		v := value{l.Key, l.Item}
+		if t, ok := values[v]; !ok || l.clearedAt.After(t) {
+			values[v] = l.clearedAt
+		}
+		named = append(named, l.Key)
+	}
+	for _, l := range typed[*factLine](byType["fact"]) {
+		named = append(named, l.Key)
+	}
+	if len(named) == 0 {
+		return nil
+	}
+	rows, err := s.db.Query(ctx, `SELECT i.event_id, i.content, i.fact->>'key', i.fact->>'value', (i.fact->>'source_at')::timestamptz,
+			EXISTS (SELECT FROM fact_clears c WHERE c.user_id = i.user_id AND c.key = i.fact->>'key' AND c.cleared_at >= (i.fact->>'source_at')::timestamptz)
+		FROM import_sources i WHERE i.user_id = $1 AND i.fact IS NOT NULL AND i.fact->>'key' = ANY($2)`, userID, named)
+	if err != nil {
+		return fmt.Errorf("record import sources: %w", err)
+	}
+	var (
+		events, contents []string
+		e, c, k, v       string
+		at               time.Time
+		cleared          bool
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&e, &c, &k, &v, &at, &cleared}, func() error {
+		kt, byKey := keys[k]
+		vt, byValue := values[value{k, itemIdentity(v)}]
+		if cleared || byKey && !kt.Before(at) || byValue && !vt.Before(at) {
+			events, contents = append(events, e), append(contents, c)
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("record import sources: %w", err)
+	}
+	if len(events) == 0 {
+		return nil
+	}
+	if _, err := s.db.Exec(ctx, `UPDATE import_sources i SET fact = NULL FROM unnest($2::text[], $3::text[]) AS w(e, c)
+		WHERE i.user_id = $1 AND i.event_id = w.e AND i.content = w.c`, userID, events, contents); err != nil {
 		return fmt.Errorf("record import sources: %w", err)
 	}
 	return nil

@@ -111,3 +111,64 @@ func TestReextractionKeepsWhatAnImportBrought(t *testing.T) {
 		t.Errorf("the pair nora imported, after the model's re-extraction of her own turn e1: %v; want it kept", err)
 	}
 }
+
+// TestResetKeepsAFactAnImportClearedCleared: a fact an import brought
+// (ivan's Lisbon of x9) and a later import's clear of it (kim's memory,
+// where a turn said the key, or the value, is no longer true) leave the
+// key empty. The reset drops the clears turns made, the import's among
+// them, and wrote the import's recorded line back: the key said Lisbon
+// again, though nothing here nor in any import says it any more. In
+// either order of the imports.
+func TestResetKeepsAFactAnImportClearedCleared(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		clear      store.FactWrite
+		clearFirst bool
+	}{
+		{"key", store.FactWrite{Op: store.FactDelete}, false},
+		{"value", store.FactWrite{Op: store.FactDelete, Value: "Lisbon"}, false},
+		{"key cleared first", store.FactWrite{Op: store.FactDelete}, true},
+		{"value cleared first", store.FactWrite{Op: store.FactDelete, Value: "Lisbon"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, s := setup(t)
+			llm := store.Provenance{Extractor: "llm", Model: "m1", PromptVersion: "v3"}
+			if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "ivan", Key: "location", Value: "Lisbon",
+				SourceAt: t0, EventID: "x9", Provenance: llm}}); err != nil {
+				t.Fatal(err)
+			}
+			var first bytes.Buffer
+			if err := s.Export(ctx, "ivan", &first); err != nil {
+				t.Fatal(err)
+			}
+			c := tc.clear
+			c.UserID, c.Key, c.SourceAt, c.EventID, c.Provenance = "kim", "location", t0.Add(time.Hour), "k1", llm
+			if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "kim", Key: "location", Value: "Lisbon",
+				SourceAt: t0, EventID: "k0", Provenance: llm}, c}); err != nil {
+				t.Fatal(err)
+			}
+			var second bytes.Buffer
+			if err := s.Export(ctx, "kim", &second); err != nil {
+				t.Fatal(err)
+			}
+			exps := []*bytes.Buffer{&first, &second}
+			if tc.clearFirst {
+				exps[0], exps[1] = exps[1], exps[0]
+			}
+			for _, exp := range exps {
+				if _, err := s.Import(ctx, "jade", "jade", bytes.NewReader(exp.Bytes())); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if f, err := s.Fact(ctx, "jade", "location"); err == nil {
+				t.Fatalf("jade's location after the imports: %+v; want none (the second import's clear)", f)
+			}
+			if _, _, err := s.ResetMemory(ctx, []string{"jade"}); err != nil {
+				t.Fatal(err)
+			}
+			if f, err := s.Fact(ctx, "jade", "location"); err == nil {
+				t.Errorf("jade's location after a reset: %+v; want none, as before it (an import cleared it)", f)
+			}
+		})
+	}
+}
