@@ -172,3 +172,50 @@ func TestResetKeepsAFactAnImportClearedCleared(t *testing.T) {
 		})
 	}
 }
+
+// TestReextractionKeepsAFactAnImportBrought: as above, for a fact and a
+// list item the import brought under the turn's event id (the offline
+// extractor's there too): the model's re-extraction of nora's own turn e1
+// writing the same keys deleted them, and its values took their place,
+// though the import's were stated later.
+func TestReextractionKeepsAFactAnImportBrought(t *testing.T) {
+	ctx, s := setup(t)
+	rules := store.Provenance{Extractor: "rules"}
+	later := t0.Add(time.Hour)
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{
+		{UserID: "ivan", Key: "pet", Value: "Rex", SourceAt: later, EventID: "e1", Provenance: rules},
+		{UserID: "ivan", Key: "languages", Value: "Welsh", List: true, Op: store.FactAdd, SourceAt: later, EventID: "e1", Provenance: rules},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var exp bytes.Buffer
+	if err := s.Export(ctx, "ivan", &exp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e1", UserID: "nora", UserMessage: "What time is it?", TurnAt: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkProcessed(ctx, "nora", []string{"e1"}, rules); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Import(ctx, "nora", "nora", bytes.NewReader(exp.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	llm := store.Provenance{Extractor: "llm", Model: "m"}
+	if err := s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+		_, err := q.ReplaceOffline(ctx, store.Reextraction{UserID: "nora", EventIDs: []string{"e1"}, Offline: "rules", Provenance: llm,
+			Facts: []store.FactWrite{
+				{UserID: "nora", Key: "pet", Value: "Tom", SourceAt: t0, EventID: "e1", Provenance: llm},
+				{UserID: "nora", Key: "languages", Value: "Basque", List: true, Op: store.FactAdd, SourceAt: t0, EventID: "e1", Provenance: llm},
+			}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := s.Fact(ctx, "nora", "pet"); err != nil || f.Value != "Rex" {
+		t.Errorf("nora's pet after the model's re-extraction of e1: %+v, %v; want the imported, later Rex", f, err)
+	}
+	if f, err := s.Fact(ctx, "nora", "languages"); err != nil || f.Value != "Basque, Welsh" {
+		t.Errorf("nora's languages after the model's re-extraction of e1: %+v, %v; want the imported Welsh beside Basque", f, err)
+	}
+}
