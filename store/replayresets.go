@@ -18,9 +18,11 @@ type ResetMark struct {
 	Users int
 	// StartedAt is when the reset committed (Postgres's clock).
 	StartedAt time.Time
-	// Committed is Postgres's clock read after the reset committed (set by
-	// ResetMemory only): a turn processed since was extracted after the
-	// reset, which deleted none of its items (RequeueTurns).
+	// Committed is Postgres's clock read at the end of the reset's
+	// transaction, its locks held (set by ResetMemory only): a turn
+	// processed since (MarkProcessed stamps the clock after its save's
+	// clear locks) was saved after the reset, which deleted none of its
+	// items (RequeueTurns).
 	Committed time.Time `db:"-"`
 }
 

@@ -282,10 +282,13 @@ func (s *Store) GetTurn(ctx context.Context, userID, eventID string) (Turn, erro
 // MarkProcessed marks the user's turns processed by the given extractor,
 // and ends any claim on them: a processed turn is no burst's, and no
 // release of a claim (ReleaseClaims, a takeover's) then locks it, which a
-// forget relies on to lock the user's processed turns in no order.
+// forget relies on to lock the user's processed turns in no order. Their
+// processed_at is the clock when it runs, after the save's locks (not the
+// transaction's start): a replay after a reset the save waited for tells
+// by it that the turn's items outlived the reset (ResetMark.Committed).
 func (s *Store) MarkProcessed(ctx context.Context, userID string, eventIDs []string, p Provenance) error {
 	_, err := s.db.Exec(ctx, `UPDATE turns
-		SET status = 'processed', processed_at = now(), attempts = attempts + 1, last_error = NULL, claimed_until = NULL, claimed_by = NULL,
+		SET status = 'processed', processed_at = clock_timestamp(), attempts = attempts + 1, last_error = NULL, claimed_until = NULL, claimed_by = NULL,
 		    extractor = $2, model = $3, prompt_version = $4
 		WHERE event_id = ANY($1) AND ($5 = '' OR user_id = $5)`, eventIDs, p.Extractor, p.Model, p.PromptVersion, userID)
 	if err != nil {

@@ -285,7 +285,7 @@ func (s *Store) ReplaceOffline(ctx context.Context, r Reextraction) ([]string, e
 		return nil, err
 	}
 	p := r.Provenance
-	if _, err := s.db.Exec(ctx, `UPDATE turns SET extractor = $3, model = $4, prompt_version = $5, processed_at = now()
+	if _, err := s.db.Exec(ctx, `UPDATE turns SET extractor = $3, model = $4, prompt_version = $5, processed_at = clock_timestamp()
 		WHERE user_id = $1 AND event_id = ANY($2)`, r.UserID, ids, p.Extractor, p.Model, p.PromptVersion); err != nil {
 		return nil, fmt.Errorf("replace offline turns: %w", err)
 	}
