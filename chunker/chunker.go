@@ -544,10 +544,12 @@ func setext(t string) int {
 
 // segment is a unit chunks are cut between: a sentence, a line of code, a
 // list item or table row, or a piece of one too long for a chunk. first
-// marks a block's first segment (a better place to cut).
+// marks a block's first segment (a better place to cut); code a code
+// block kept whole, which an overlap must not start inside of (its tail
+// would open with its closing fence, which opens a fence there).
 type segment struct {
 	span
-	first bool
+	first, code bool
 }
 
 // segments cuts blocks into segments of at most max tokens.
@@ -565,10 +567,10 @@ func segments(src string, blocks []block, max int) []segment {
 		default:
 			parts = sentences(src, b.span)
 		}
-		firstOfBlock := true
+		firstOfBlock, whole := true, b.code && len(parts) == 1
 		for _, p := range parts {
 			for _, q := range fit(src, p, max) {
-				out = append(out, segment{span: q, first: firstOfBlock})
+				out = append(out, segment{span: q, first: firstOfBlock, code: whole})
 				firstOfBlock = false
 			}
 		}
@@ -903,7 +905,7 @@ func overlapStart(src string, segs []segment, i int, prev span, at, upto []token
 		}
 		best, lead = segs[k].s, tail.plus(gap)
 	}
-	if best != own {
+	if best != own || segs[i-1].code {
 		return best, lead
 	}
 	// The last sentence alone is longer than the overlap: whole words,

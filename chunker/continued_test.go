@@ -87,9 +87,31 @@ func TestLongTableRepeatsItsHeader(t *testing.T) {
 	}
 }
 
+// openFence is the fence of a code block text opens and does not close,
+// "" when there is none.
+func openFence(text string) string {
+	fence := ""
+	for _, l := range strings.Split(text, "\n") {
+		trimmed := strings.TrimLeft(l, " ")
+		if len(l)-len(trimmed) > 3 {
+			continue
+		}
+		switch {
+		case fence != "":
+			if strings.HasPrefix(trimmed, fence) && strings.Trim(trimmed, fence[:1]) == "" {
+				fence = ""
+			}
+		case strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~"):
+			c := trimmed[:1]
+			fence = strings.Repeat(c, len(trimmed)-len(strings.TrimLeft(trimmed, c)))
+		}
+	}
+	return fence
+}
+
 // checkContinued holds what every chunk keeps with a continued block:
 // within the size, trimmed, its source slice in its text, which adds only
-// a fence's or a table header's lines.
+// a fence's or a table header's lines, and no code fence left open.
 func checkContinued(t *testing.T, src string, cfg Config, cs []Chunk) {
 	t.Helper()
 	cfg = cfg.WithDefaults()
@@ -103,5 +125,31 @@ func checkContinued(t *testing.T, src string, cfg Config, cs []Chunk) {
 		if c.Text != strings.TrimSpace(c.Text) {
 			t.Errorf("chunk %d is not trimmed: %q", i, c.Text)
 		}
+		if fence := openFence(c.Text); fence != "" {
+			t.Errorf("chunk %d leaves the fence %q open: %q", i, fence, c.Text)
+		}
+	}
+}
+
+// TestOverlapDoesNotStartInsideCodeBlock: a chunk ending with a code block
+// that fits in it is followed by one whose overlap is not the block's
+// tail. Before, at the default size and overlap, the next chunk opened
+// with the block's last words and its closing fence, which there opened a
+// fence of its own: the prose after it read as code, and in enrich's
+// markdown injection the rest of the injection with it.
+func TestOverlapDoesNotStartInsideCodeBlock(t *testing.T) {
+	t.Parallel()
+	src := "# Setup\n\n" + strings.Repeat("Install the tool and run it once so that it writes its configuration file. ", 6) +
+		"\n\n```sh\nmemoryd serve \\\n  --database-url postgres://localhost/memoryd \\\n  --nats-url nats://localhost:4222 \\\n  --enrich-max-conns 2\n```\n\n" +
+		strings.Repeat("The server now listens and answers enrich requests on its subject. ", 8) + "\n"
+	for _, cfg := range []Config{{}, {MaxTokens: 120, Overlap: 40}} {
+		cs, err := Split(src, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cs) < 2 {
+			t.Fatalf("%+v: %d chunks, want the section cut after the code block", cfg, len(cs))
+		}
+		checkContinued(t, src, cfg, cs)
 	}
 }
