@@ -1,6 +1,7 @@
 package enricher
 
 import (
+	"regexp"
 	"testing"
 	"time"
 
@@ -13,7 +14,9 @@ import (
 // so) is removed by the extractors' StripMarkers, whatever its stored text,
 // and the message is kept as it was. Before, only the inline format's
 // blocks were: a markdown or system injection was stored again as the
-// turn's context and read again for facts.
+// turn's context and read again for facts. So is one whose indentation
+// was dropped: a document chunk of several lines was not, and the rest of
+// the injection after it was kept as the user's.
 func TestEchoedInjectionIsStripped(t *testing.T) {
 	t.Parallel()
 	facts := []events.Fact{
@@ -44,8 +47,10 @@ func TestEchoedInjectionIsStripped(t *testing.T) {
 			{"chunk of lines", facts, nil, []events.DocumentChunk{{Source: "go.md", Text: "```go\nx := 1 // one\n\ty++\n```\n| a | b |", Score: 0.5}, testChunks[1]}},
 		} {
 			inj := renderDocs(format, cleanFacts(tc.facts, time.UTC), cleanItems(tc.items, time.UTC), cleanChunks(tc.chunks))
+			// A frontend or a model may drop the indentation.
+			flat := regexp.MustCompile(`(?m)^ +`).ReplaceAllString(inj, "")
 			for _, msg := range messages {
-				for _, turn := range []string{inj + "\n\n" + msg, msg + "\n\n" + inj, inj + "\n" + msg, "\n" + msg + "\r\n\r\n" + inj + "\n"} {
+				for _, turn := range []string{inj + "\n\n" + msg, msg + "\n\n" + inj, inj + "\n" + msg, "\n" + msg + "\r\n\r\n" + inj + "\n", flat + "\n\n" + msg, msg + "\n" + flat} {
 					got := extractor.StripMarkers(turn)
 					if got != msg {
 						t.Errorf("%s, %s: StripMarkers(%q)\n = %q\nwant %q", format, tc.name, turn, got, msg)

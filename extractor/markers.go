@@ -109,20 +109,50 @@ var (
 	markdownLastRE = regexp.MustCompile(`^\[\d+\] _Relevance \d+\.\d+_$`)
 )
 
-// chunkLines is how many lines from lines[i] are a document chunk of
-// several lines ending in a line of last's shape, 0 when they are not:
-// a numbered line, then lines indented by at least two spaces, the last of
-// last's shape.
-func chunkLines(lines []string, i int, last *regexp.Regexp) int {
-	if !numberedRE.MatchString(strings.TrimSpace(lines[i])) {
-		return 0
-	}
-	for j := i + 1; j < len(lines) && strings.HasPrefix(lines[j], "  "); j++ {
-		if last.MatchString(strings.TrimSpace(lines[j])) {
-			return j - i + 1
+// chunkEnds finds the document chunks of several lines of one format in
+// lines: a numbered line, then non-blank lines through the first of last's
+// shape, none of them a blank line or an injection's opening (a frontend
+// or a model may have dropped the indentation of the lines in between).
+// stop[j] is the first line from j that ends such a run (blank, an
+// opening, of last's shape), len(lines) when none: one scan from the end,
+// so that StripMarkers stays linear where each numbered line read the
+// lines after it.
+type chunkEnds struct {
+	last *regexp.Regexp
+	stop []int
+}
+
+func newChunkEnds(lines []string, last *regexp.Regexp) *chunkEnds {
+	stop := make([]int, len(lines)+1)
+	stop[len(lines)] = len(lines)
+	for k := len(lines) - 1; k >= 0; k-- {
+		line := strings.TrimSpace(lines[k])
+		if line == "" || opening(line) || last.MatchString(line) {
+			stop[k] = k
+		} else {
+			stop[k] = stop[k+1]
 		}
 	}
+	return &chunkEnds{last: last, stop: stop}
+}
+
+// lines is how many lines from lines[i] are a document chunk of several
+// lines, 0 when they are not.
+func (c *chunkEnds) lines(lines []string, i int) int {
+	if i+1 >= len(lines) || !numberedRE.MatchString(strings.TrimSpace(lines[i])) {
+		return 0
+	}
+	if k := c.stop[i+1]; k < len(lines) && c.last.MatchString(strings.TrimSpace(lines[k])) {
+		return k - i + 1
+	}
 	return 0
+}
+
+// opening reports whether the trimmed line opens a system or markdown
+// injection: the heading, or the preamble alone on its line (or its
+// older, shorter form; a line that goes on past it is a user's).
+func opening(line string) bool {
+	return line == events.MarkdownHeading || strings.HasPrefix(line, systemLead) && strings.HasPrefix(events.SystemPreamble, line)
 }
 
 // stripFormatted removes the system and markdown injections s holds
@@ -136,24 +166,32 @@ func stripFormatted(s string) string {
 		return s
 	}
 	lines := strings.Split(s, "\n")
-	out := lines[:0]
+	var markdownChunks, systemChunks *chunkEnds // made when first needed
+	out := make([]string, 0, len(lines))
 	for i := 0; i < len(lines); i++ {
-		var shape, header, last *regexp.Regexp
+		var (
+			shape, header *regexp.Regexp
+			chunks        *chunkEnds
+		)
 		switch line := strings.TrimSpace(lines[i]); {
-		case line == events.MarkdownHeading:
-			shape, header, last = markdownLineRE, markdownHeaderRE, markdownLastRE
-		// The preamble alone on its line (or its older, shorter form): a
-		// line that goes on past it is a user's and kept.
-		case strings.HasPrefix(line, systemLead) && strings.HasPrefix(events.SystemPreamble, line):
-			shape, header, last = systemLineRE, systemHeaderRE, systemLastRE
-		default:
+		case !opening(line):
 			out = append(out, lines[i])
 			continue
+		case line == events.MarkdownHeading:
+			if markdownChunks == nil {
+				markdownChunks = newChunkEnds(lines, markdownLastRE)
+			}
+			shape, header, chunks = markdownLineRE, markdownHeaderRE, markdownChunks
+		default:
+			if systemChunks == nil {
+				systemChunks = newChunkEnds(lines, systemLastRE)
+			}
+			shape, header, chunks = systemLineRE, systemHeaderRE, systemChunks
 		}
 		for i+1 < len(lines) {
 			next := strings.TrimSpace(lines[i+1])
 			if next != "" {
-				if n := chunkLines(lines, i+1, last); n > 0 {
+				if n := chunks.lines(lines, i+1); n > 0 {
 					i += n
 					continue
 				}

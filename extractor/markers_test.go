@@ -78,6 +78,17 @@ func TestStripMarkersLarge(t *testing.T) {
 	if got := StripMarkers(in); got != "keep" {
 		t.Errorf("StripMarkers(large) = %q, want %q", got, "keep")
 	}
+	// Nor many injection openers, each followed by a numbered line and
+	// indented lines (an event's size, MaxEventBytes): each opener read
+	// all the lines after it for a document chunk's last line, 10 s a
+	// call.
+	for _, opener := range []string{events.SystemPreamble, events.MarkdownHeading} {
+		line := "  " + opener + "\n  1. a\n"
+		in := strings.Repeat(line, events.MaxEventBytes/len(line))
+		if got := StripMarkers(in); got != strings.TrimSpace(strings.Repeat("  1. a\n", events.MaxEventBytes/len(line))) {
+			t.Errorf("StripMarkers(many openers) = %.40q..., want their lists", got)
+		}
+	}
 	in = strings.Repeat("[context: x] y ", 50_000)
 	if got := StripMarkers(in); strings.Contains(got, "[") || !strings.HasPrefix(got, "y y") {
 		t.Errorf("StripMarkers(many blocks) = %.40q..., want only the y's", got)
