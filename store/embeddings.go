@@ -152,12 +152,15 @@ func (s *Store) EmbeddingDims(ctx context.Context, model string, dims int) (int,
 // other dimensions are to be embedded anew. It returns the dimensions
 // recorded before (0: none), so that the caller can tell a change from a
 // run that says again what was recorded (a nightly backfill with --dims).
+// recorded_at is when they last changed: the same dimensions again leave
+// it (ForgetStaleEmbeddingRefusals).
 func (s *Store) SetEmbeddingDims(ctx context.Context, model string, dims int) (int, error) {
 	// The sub-select reads the statement's snapshot: the row as it was
 	// before the update (none when the insert is the first).
 	var prev pgtype.Int4
-	err := s.db.QueryRow(ctx, `INSERT INTO embedding_models (model, dims) VALUES ($1, $2)
-		ON CONFLICT (model) DO UPDATE SET dims = excluded.dims, recorded_at = now()
+	err := s.db.QueryRow(ctx, `INSERT INTO embedding_models AS m (model, dims) VALUES ($1, $2)
+		ON CONFLICT (model) DO UPDATE SET dims = excluded.dims,
+			recorded_at = CASE WHEN m.dims = excluded.dims THEN m.recorded_at ELSE now() END
 		RETURNING (SELECT m.dims FROM embedding_models m WHERE m.model = $1)`, model, dims).Scan(&prev)
 	if err != nil {
 		return 0, fmt.Errorf("set embedding dims: %w", err)
@@ -502,6 +505,36 @@ func (s *Store) ForgetEmbeddingRefusals(ctx context.Context, userID, model strin
 		return 0, fmt.Errorf("forget embedding refusals: %w", err)
 	}
 	return n, nil
+}
+
+// ForgetStaleEmbeddingRefusals deletes the refusals recorded for model
+// before its dimensions last changed (SetEmbeddingDims: the model behind
+// the name changed, and the new one may take those texts), of user's
+// items and of the document chunks of the collections user owns (every
+// user's when empty). The refusals of the model since stay: a backfill
+// that records the same dimensions again, of another user or after one
+// interrupted before it forgot, forgets what the old model refused and
+// no more. It returns how many items and chunks were of their current
+// text, as ForgetEmbeddingRefusals and ForgetChunkEmbeddingRefusals do.
+func (s *Store) ForgetStaleEmbeddingRefusals(ctx context.Context, user, model string) (items, chunks int64, err error) {
+	err = s.db.QueryRow(ctx, `WITH d AS (DELETE FROM embedding_refusals r USING context c, embedding_models m
+		WHERE r.context_id = c.id AND r.model = $2 AND ($1 = '' OR c.user_id = $1)
+		  AND m.model = r.model AND r.refused_at < m.recorded_at
+		RETURNING r.content_hash = c.content_hash AS current)
+		SELECT count(*) FILTER (WHERE current) FROM d`, user, model).Scan(&items)
+	if err != nil {
+		return 0, 0, fmt.Errorf("forget stale embedding refusals: %w", err)
+	}
+	err = s.db.QueryRow(ctx, `WITH d AS (DELETE FROM chunk_embedding_refusals r USING documents d, collections c, embedding_models m
+		WHERE r.collection_id = d.collection_id AND r.doc_id = d.doc_id AND c.id = d.collection_id AND r.model = $2
+		  AND ($1 = '' OR (c.owner_kind = 'user' AND c.owner = $1))
+		  AND m.model = r.model AND r.refused_at < m.recorded_at
+		RETURNING r.content_hash = d.content_hash AS current)
+		SELECT count(*) FILTER (WHERE current) FROM d`, user, model).Scan(&chunks)
+	if err != nil {
+		return 0, 0, fmt.Errorf("forget stale chunk embedding refusals: %w", err)
+	}
+	return items, chunks, nil
 }
 
 // UserVectors is a user's current vectors of one model, as a process caches

@@ -51,8 +51,8 @@ An item or document chunk whose text the embeddings server refused as
 input (over the model's context, alone and by every shorter start
 tried) is recorded as refused for the model and left out, by this
 command as by the hourly sweep, until its text or the model changes
-(--dims N other than the recorded dimensions is such a change; the
-recorded N again is not, and keeps them): each sweep sent it again
+(--dims N forgets those recorded before the dimensions last changed,
+the old model's, and keeps the new model's): each sweep sent it again
 before. --retry-refused forgets those refusals first and sends them
 again (after the server was given a longer context).
 

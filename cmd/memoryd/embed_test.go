@@ -354,3 +354,33 @@ func TestEmbedBackfillWithUnchangedDimsKeepsTheRefusals(t *testing.T) {
 		t.Errorf("backfill with --dims 32, changed: exit %d\nstdout:\n%s\nstderr:\n%s\nwant both items sent again (the refused one refused again: exit 1)", code, out, errOut)
 	}
 }
+
+// After a backfill with --dims N of one user (the model behind the name
+// changed), the backfill with --dims N of another sends that user's texts
+// the old model refused again, as the first did its user's: the model
+// changed for both. Before, N being recorded by then, the second kept the
+// old model's refusals, and no run but --retry-refused sent them again; so
+// did a run again after one interrupted between recording N and
+// forgetting. A run again of the same user keeps what the new model
+// refused.
+func TestEmbedBackfillWithDimsUserByUser(t *testing.T) {
+	t.Parallel()
+	dbURL, _, srv, prefix, stream := embedSetup(t,
+		store.ContextWrite{UserID: "alice", Question: "a pasted log", Answer: "POISON"},
+		store.ContextWrite{UserID: "bob", Question: "another log", Answer: "POISON too"})
+	srv.RefuseContaining("POISON")
+	if out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--embed-base-url", srv.URL, "--embed-model", "m1"); code != 1 {
+		t.Fatalf("first backfill: exit %d\nstdout:\n%s\nstderr:\n%s\nwant 1, both texts refused", code, out, errOut)
+	}
+	srv.SetDims(32)
+	for _, user := range []string{"alice", "bob"} {
+		out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--user", user, "--dims", "32", "--embed-base-url", srv.URL, "--embed-model", "m1")
+		if code != 1 || !strings.Contains(out, "1 item the embeddings server refused before sent again (--dims") {
+			t.Errorf("backfill --user %s --dims 32: exit %d\nstdout:\n%s\nstderr:\n%s\nwant the old model's refusal of %s's item forgotten, the item sent again (and refused again: exit 1)", user, code, out, errOut, user)
+		}
+	}
+	out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--user", "bob", "--dims", "32", "--embed-base-url", srv.URL, "--embed-model", "m1")
+	if code != 0 || !strings.Contains(out, "1 item the embeddings server refused before left out") {
+		t.Errorf("backfill --user bob --dims 32 again: exit %d\nstdout:\n%s\nstderr:\n%s\nwant the new model's refusal kept, the item left out", code, out, errOut)
+	}
+}

@@ -131,12 +131,13 @@ type EmbedOptions struct {
 	Documents *int
 	// Dims, when positive, is recorded as the model's dimensions first
 	// (store.SetEmbeddingDims): the model behind its name changed, and
-	// every vector of other dimensions is to be embedded anew; when they
-	// differ from those recorded (or none were), the refusals recorded
-	// for the name, of User's items (every user's without), are
-	// forgotten. The same dimensions again (a nightly backfill keeping
-	// the flag) change no model and keep them: before, every such run
-	// sent the refused texts again and failed for them.
+	// every vector of other dimensions is to be embedded anew; the
+	// refusals recorded for the name before the dimensions last changed
+	// (store.ForgetStaleEmbeddingRefusals), of User's items and chunks
+	// (every user's without), are forgotten. The same dimensions again (a
+	// nightly backfill keeping the flag) change no model and keep those
+	// since: before, every such run sent the refused texts again and
+	// failed for them.
 	Dims int
 	// RetryRefused forgets the refusals recorded for the model first
 	// (store.ForgetEmbeddingRefusals), so that the items whose text the
@@ -152,7 +153,7 @@ type EmbedOptions struct {
 	// chunks (store.SaveChunkEmbeddingRefusals).
 	RefusedChunks *int64
 	// Forgot, when set, is set to whether the refusals were forgotten
-	// (RetryRefused, or Dims other than those recorded).
+	// (RetryRefused, or Dims and some were the old model's).
 	Forgot *bool
 }
 
@@ -238,34 +239,43 @@ func (a *App) EmbedBackfill(ctx context.Context, o EmbedOptions) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	forget := o.RetryRefused
 	if o.Dims > 0 {
-		prev, err := s.SetEmbeddingDims(ctx, emb.Model(), o.Dims)
-		if err != nil {
+		if _, err := s.SetEmbeddingDims(ctx, emb.Model(), o.Dims); err != nil {
 			return 0, err
 		}
-		forget = forget || prev != o.Dims
-	}
-	if o.Forgot != nil {
-		*o.Forgot = forget
 	}
 	// The operator says the server is back: jobs waiting out a backoff
 	// from when it was not run now, rather than keep the backfill waiting.
 	if _, err := enq.RetryWaitingEmbeds(ctx, emb.Model()); err != nil {
 		return 0, err
 	}
+	// With Dims, the refusals recorded before the dimensions last changed
+	// were the old model's: the new one may take those texts. Of the
+	// backfill's scope, which it sends again (those of other users, a
+	// backfill of theirs with Dims or --retry-refused). Those since, the
+	// new model's, stay: before, a backfill with Dims again (of another
+	// user, or after one interrupted) kept the old model's too, as the
+	// dimensions no longer changed.
+	var f, fc int64
+	forget := o.RetryRefused
+	switch {
+	case o.RetryRefused:
+		if f, err = s.ForgetEmbeddingRefusals(ctx, o.User, emb.Model()); err != nil {
+			return 0, err
+		}
+		if fc, err = s.ForgetChunkEmbeddingRefusals(ctx, o.User, emb.Model()); err != nil {
+			return 0, err
+		}
+	case o.Dims > 0:
+		if f, fc, err = s.ForgetStaleEmbeddingRefusals(ctx, o.User, emb.Model()); err != nil {
+			return 0, err
+		}
+		forget = f+fc > 0
+	}
+	if o.Forgot != nil {
+		*o.Forgot = forget
+	}
 	if forget {
-		// With Dims, the refusals were the old model's: the new one may
-		// take those texts. Of the backfill's scope, which it sends again
-		// (those of other users, a backfill of theirs or --retry-refused).
-		f, err := s.ForgetEmbeddingRefusals(ctx, o.User, emb.Model())
-		if err != nil {
-			return 0, err
-		}
-		fc, err := s.ForgetChunkEmbeddingRefusals(ctx, o.User, emb.Model())
-		if err != nil {
-			return 0, err
-		}
 		if o.Refused != nil {
 			*o.Refused = f
 		}
