@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -405,9 +406,10 @@ func pythonString(s string, b *strings.Builder) (int, bool) {
 // pythonHexEscapes writes to b, as JSON escapes, the run of Python \xHH
 // escapes at the start of s (each the code point U+00HH, as in a str's
 // repr: 'Jos\xe9'), and returns the run's byte length in s. It reports
-// false for an escape without two hex digits, and for a run of two or
-// more whose bytes are UTF-8 ('Jos\xc3\xa9'): that is a bytes repr a
-// model copied, "José" or "JosÃ©", which does not read one way only.
+// false for an escape without two hex digits, and for a run whose bytes
+// are UTF-8 holding a multi-byte sequence, wherever it starts
+// ('Jos\xc3\xa9', '\x01\xc3\xa9'): that is a bytes repr a model copied,
+// "José" or "JosÃ©", which does not read one way only.
 func pythonHexEscapes(s string, b *strings.Builder) (int, bool) {
 	var run []byte
 	n := 0
@@ -422,7 +424,7 @@ func pythonHexEscapes(s string, b *strings.Builder) (int, bool) {
 	if n == 0 || (len(s) > n+1 && s[n] == '\\' && s[n+1] == 'x') {
 		return 0, false // an escape cut short
 	}
-	if len(run) > 1 && run[0] >= 0x80 && utf8.Valid(run) {
+	if utf8.Valid(run) && slices.ContainsFunc(run, func(c byte) bool { return c >= utf8.RuneSelf }) {
 		return 0, false
 	}
 	for _, c := range run {
