@@ -334,20 +334,39 @@ func linesAsText(data []byte) bool {
 	return json.Unmarshal(data, &probe) == nil && len(probe.Lines) > 0 && probe.Lines[0] == '"'
 }
 
-// repeatedLineKey refuses an import line naming a field twice, in the same
-// or another case, as a request's own fields are (decodeWrite): the store
+// CheckImportLine makes memory.import's checks of one line of an export
+// (n counts from the header as 1), writing nothing: a field named twice,
+// in the same or another case (as a request's own fields are refused for,
+// decodeWrite), then the store's decoding (unknown fields, limits). The
+// error is the reason memory.import refuses the line for, without its
+// number; `memoryd import` checks a whole file with it first, so that a bad
+// line in a later request refuses the file before any is committed.
+func CheckImportLine(n int, line []byte) error {
+	if err := repeatedLineKey(line); err != nil {
+		return err
+	}
+	return store.CheckImportLine(n, line)
+}
+
+// repeatedLineKey refuses an import line naming a field twice: the store
 // decodes lines with encoding/json, which keeps the last, where any other
-// reader of the export sees the first. n counts from the header as 1.
-func repeatedLineKey(n int, line json.RawMessage) error {
+// reader of the export sees the first.
+func repeatedLineKey(line []byte) error {
+	var head struct {
+		Type string `json:"type"`
+	}
 	var keys map[string]json.RawMessage
-	if json.Unmarshal(line, &keys) != nil {
+	if json.Unmarshal(line, &keys) != nil || json.Unmarshal(line, &head) != nil {
 		return nil // not an object: the store names the line
 	}
-	// Every key the line has is a field to look for: the keys of each
-	// line type differ, and an unknown one is refused by the store anyway.
-	if name, first, second := events.RepeatedKey(line, slices.Collect(maps.Keys(keys))); name != "" {
-		return badRequest("line %d: %s is given twice (as %q and %q): keys that differ only in case name the same field; nothing of this request was imported",
-			n, first, first, second)
+	// The line type's fields, named as the format spells them; for a type
+	// the store does not know (which it refuses anyway), the line's keys.
+	fields := store.ImportLineFields(head.Type)
+	if fields == nil {
+		fields = slices.Collect(maps.Keys(keys))
+	}
+	if name, first, second := events.RepeatedKey(line, fields); name != "" {
+		return fmt.Errorf("%s %s", name, events.GivenTwice(first, second))
 	}
 	return nil
 }
@@ -384,8 +403,8 @@ func (e exports) importLines(token string, data []byte) (call, error) {
 	}
 	var in bytes.Buffer
 	for i, l := range req.Lines {
-		if err := repeatedLineKey(i+1, l); err != nil {
-			return nil, err
+		if err := repeatedLineKey(l); err != nil {
+			return nil, badRequest("line %d: %v; nothing of this request was imported", i+1, err)
 		}
 		// Compact: a line sent pretty-printed must stay one line.
 		if err := json.Compact(&in, l); err != nil {

@@ -544,14 +544,22 @@ func TestImportLineFieldGivenTwice(t *testing.T) {
 	t.Parallel()
 	st := storetest.New(t)
 	h := start(t, st, nil)
+	dupFirst := "" // a key given before "key"
 	fact := func(dup string) string {
-		return `{"type":"fact","key":"location","value":"Porto"` + dup + `,"source_at":"2026-11-01T10:00:00.000000Z","event_id":"e1","conversation_id":"","extractor":"llm","model":"m","prompt_version":"v3","updated_at":"2026-11-01T10:00:02.000000Z"}`
+		return `{"type":"fact",` + dupFirst + `"key":"location","value":"Porto"` + dup + `,"source_at":"2026-11-01T10:00:00.000000Z","event_id":"e1","conversation_id":"","extractor":"llm","model":"m","prompt_version":"v3","updated_at":"2026-11-01T10:00:02.000000Z"}`
 	}
 	for _, tt := range []struct{ dup, want string }{
 		{`,"Value":"Lisbon"`, `line 3: value is given twice (as "value" and "Value")`},
 		{`,"value":"Lisbon"`, `line 3: value is given twice (as "value" and "value")`},
+		// Named as the format spells it, not as the first key sent.
+		{`"KEY":"home",`, `line 3: key is given twice (as "KEY" and "key")`},
 	} {
-		body := `{"user_id":"carol","lines":[` + events.ExportHeader + `,` + fact("") + `,` + fact(tt.dup) + `]}`
+		plain, dup := fact(""), tt.dup
+		if strings.HasSuffix(dup, ",") {
+			dupFirst, dup = dup, ""
+		}
+		body := `{"user_id":"carol","lines":[` + events.ExportHeader + `,` + plain + `,` + fact(dup) + `]}`
+		dupFirst = ""
 		code, desc := errorCode(t, h.raw(t, h.client.Subject("import", "carol"), []byte(body)))
 		if code != 400 || !strings.Contains(desc, tt.want) || !strings.Contains(desc, "nothing of this request was imported") {
 			t.Errorf("import line with %s: %d %q; want a 400 saying %q", tt.dup, code, desc, tt.want)

@@ -66,7 +66,7 @@ func decode(data []byte, dst any) error {
 		// encoding/json keeps the last where other parsers read the
 		// first or the exact spelling: {"memory":false,"Memory":true}
 		// was read with memory, where a gateway saw the opt-out.
-		return badRequest("malformed request: %s is given twice (as %q and %q): keys that differ only in case name the same field", name, first, second)
+		return badRequest("malformed request: %s %s", name, events.GivenTwice(first, second))
 	}
 	return nil
 }

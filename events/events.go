@@ -214,9 +214,16 @@ func TurnFields() []string { return append([]string(nil), turnFields()...) }
 // another id than its Nats-Msg-Id). data is a JSON object Decode read.
 func repeatedField(data []byte) error {
 	if name, first, second := RepeatedKey(data, turnFields()); name != "" {
-		return invalid(name, "is given twice (as %q and %q): keys that differ only in case name the same field", first, second)
+		return invalid(name, "%s", GivenTwice(first, second))
 	}
 	return nil
+}
+
+// GivenTwice is the reason a field is refused for when its keys first and
+// second (as sent, RepeatedKey's) both name it: every refusal of it says
+// so alike, after the field's canonical name.
+func GivenTwice(first, second string) string {
+	return fmt.Sprintf("is given twice (as %q and %q): keys that differ only in case name the same field", first, second)
 }
 
 // RepeatedKey finds, among the keys of the JSON object data (its top

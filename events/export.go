@@ -261,7 +261,17 @@ func (c *Client) importRequestBytes() int {
 // committed the requests before the cut. It cannot tell a file cut at a
 // line's end: the format has no trailer.
 func CheckImport(r io.Reader) error {
-	return scanImport(r, func(int, []byte) error { return nil })
+	return CheckImportWith(r, func(int, []byte) error { return nil })
+}
+
+// CheckImportWith is CheckImport calling line for each non-empty line that
+// passed its checks (the header as line 1, trimmed, without a byte order
+// mark), as memoryd would check it: memoryd's own checks, where the
+// client links them, refuse a file with a bad line in a later request
+// before its first request is committed. It stops at the first error,
+// CheckImport's (*InputError) or line's.
+func CheckImportWith(r io.Reader, line func(num int, b []byte) error) error {
+	return scanImport(r, line)
 }
 
 // scanImport calls line for each non-empty line of an export (the header

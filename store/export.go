@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,7 +67,7 @@ type exportSection struct {
 	// read passes the user's rows as lines to emit, in export order.
 	read func(ctx context.Context, q *Store, userID string, emit func(line any) error) error
 	// parse decodes and checks one line (unknown fields refused).
-	parse func(data []byte) (any, error)
+	parse lineParser
 	// apply merges the import's lines of this type, in file order, into the
 	// user's memory and returns how many rows it wrote or changed.
 	apply func(ctx context.Context, q *Store, userID string, lines []any) (int64, error)
@@ -468,26 +469,61 @@ func readImport(r io.Reader) (map[string][]any, error) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue // a blank line, e.g. a final newline doubled
 		}
-		var head struct {
-			Type string `json:"type"`
-		}
-		if err := json.Unmarshal(line, &head); err != nil {
-			return nil, &ImportError{Line: n, Err: fmt.Errorf("not a JSON object: %w", err)}
-		}
-		sec, ok := section(head.Type)
-		if !ok {
-			return nil, &ImportError{Line: n, Err: fmt.Errorf("unknown type %q", head.Type)}
-		}
-		l, err := sec.parse(line)
+		typ, l, err := parseImportLine(line)
 		if err != nil {
-			return nil, &ImportError{Line: n, Err: fmt.Errorf("%s: %w", head.Type, err)}
+			return nil, &ImportError{Line: n, Err: err}
 		}
-		byType[head.Type] = append(byType[head.Type], l)
+		byType[typ] = append(byType[typ], l)
 	}
 	if n == 0 {
 		return nil, &ImportError{Line: 1, Err: errors.New(`empty input: expected the header {"type":"memoryd.export","version":1}`)}
 	}
 	return byType, nil
+}
+
+// parseImportLine decodes and checks a line after the header.
+func parseImportLine(line []byte) (string, any, error) {
+	var head struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(line, &head); err != nil {
+		return "", nil, fmt.Errorf("not a JSON object: %w", err)
+	}
+	sec, ok := section(head.Type)
+	if !ok {
+		return "", nil, fmt.Errorf("unknown type %q", head.Type)
+	}
+	l, err := sec.parse.parse(line)
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: %w", head.Type, err)
+	}
+	return head.Type, l, nil
+}
+
+// CheckImportLine makes the checks Import makes of one line of an export
+// (n counts from the header as 1), writing nothing: a client checks a
+// whole file with it before sending any of it, which otherwise goes in
+// several requests, each committed alone. The error is Import's reason,
+// without the line number.
+func CheckImportLine(n int, line []byte) error {
+	if n == 1 {
+		return checkHeader(line)
+	}
+	if len(bytes.TrimSpace(line)) == 0 {
+		return nil
+	}
+	_, _, err := parseImportLine(line)
+	return err
+}
+
+// ImportLineFields returns the JSON names of the fields of an export line
+// of type typ (a new slice each call), nil for a type Import does not know.
+func ImportLineFields(typ string) []string {
+	sec, ok := section(typ)
+	if !ok {
+		return nil
+	}
+	return slices.Clone(sec.parse.fields)
 }
 
 func checkHeader(line []byte) error {
@@ -501,9 +537,22 @@ func checkHeader(line []byte) error {
 	return nil
 }
 
+// lineParser is a line type's decoder and the JSON names of its fields.
+type lineParser struct {
+	parse  func(data []byte) (any, error)
+	fields []string
+}
+
 // parseLine decodes a line strictly into a T and checks it.
-func parseLine[T any](check func(*T) error) func([]byte) (any, error) {
-	return func(data []byte) (any, error) {
+func parseLine[T any](check func(*T) error) lineParser {
+	var fields []string
+	t := reflect.TypeFor[T]()
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			fields = append(fields, name)
+		}
+	}
+	return lineParser{fields: fields, parse: func(data []byte) (any, error) {
 		if !utf8.Valid(data) {
 			return nil, errors.New("not valid UTF-8")
 		}
@@ -520,7 +569,7 @@ func parseLine[T any](check func(*T) error) func([]byte) (any, error) {
 			return nil, err
 		}
 		return &l, nil
-	}
+	}}
 }
 
 // Limits of imported text, those the write paths apply (events' limits;

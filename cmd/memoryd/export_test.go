@@ -101,12 +101,13 @@ func TestExportImportCommands(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(events.ExportHeader+"\n"+`{"type":"fact","key":"k"}`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// The service refuses the file (400): a bad argument.
-	if _, errOut := cmd(2, "import", bad); !strings.Contains(errOut, "line 2:") || !strings.Contains(errOut, "nothing of this request was imported") {
+	// memoryd's own check refuses the file before sending it: a bad argument.
+	if _, errOut := cmd(2, "import", bad); !strings.Contains(errOut, "line 2:") || !strings.Contains(errOut, "nothing was imported") {
 		t.Errorf("bad file: %q", errOut)
 	}
-	// A file of several requests refused in a later one: the earlier ones
+	// Stdin of several requests refused in a later one: the earlier ones
 	// are committed, and the command says so (it said only the failure).
+	// A FILE is checked whole first and refused with nothing written.
 	var ctxLine string
 	for line := range strings.Lines(want.String()) {
 		if strings.Contains(line, `"type":"context"`) {
@@ -126,8 +127,13 @@ func TestExportImportCommands(t *testing.T) {
 	if err := os.WriteFile(partial, []byte(big.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, errOut := cmd(2, "import", partial); !strings.Contains(errOut, "line 1002:") || !strings.Contains(errOut, "the requests before the failure were imported into alice") {
+	if _, errOut := cmd(2, "import", partial); !strings.Contains(errOut, "line 1002:") || !strings.Contains(errOut, "the file is refused whole, nothing was imported") {
 		t.Errorf("a file refused in its second request: %q", errOut)
+	}
+	var errOut3 bytes.Buffer
+	if code := run(ctx, &cli{stdin: strings.NewReader(big.String()), stdout: io.Discard, stderr: &errOut3}, append([]string{"import", "-"}, conn...)); code != 2 ||
+		!strings.Contains(errOut3.String(), "line 1002:") || !strings.Contains(errOut3.String(), "the requests before the failure were imported into alice") {
+		t.Errorf("stdin refused in its second request: exit %d, %q", code, errOut3.String())
 	}
 	notExport := filepath.Join(t.TempDir(), "notjson.jsonl")
 	if err := os.WriteFile(notExport, []byte("garbage\n"), 0o644); err != nil {
@@ -287,7 +293,8 @@ func TestExportAndImportTimeoutBoundsEachRequest(t *testing.T) {
 	file.WriteString(events.ExportHeader + "\n")
 	answer := strings.Repeat("x", 100_000)
 	for i := 0; file.Len() < (pages-1)*events.MaxImportRequestBytes; i++ {
-		fmt.Fprintf(&file, `{"type":"context","question":"q%d","answer":"%s"}`+"\n", i, answer)
+		// Lines memoryd takes: the command checks a file as memoryd would.
+		fmt.Fprintf(&file, `{"type":"context","question":"q%d","answer":"%s","created_at":"2026-11-01T10:00:00.000000Z","event_id":"e%d","conversation_id":"","scope":"","extractor":"direct","model":"","prompt_version":""}`+"\n", i, answer, i)
 	}
 	path := filepath.Join(t.TempDir(), "big.jsonl")
 	if err := os.WriteFile(path, []byte(file.String()), 0o600); err != nil {

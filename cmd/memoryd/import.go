@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
 )
 
@@ -33,8 +34,9 @@ stated, clears are kept, context items and history entries already held are
 not duplicated, so importing twice imports once. The lines go in requests
 of at most 768 KiB, each atomic; a bad line is reported with its line
 number and nothing of its request is written. A FILE is first read through
-and refused, with nothing written, when a line is not JSON (a file cut
-short mid-line); stdin is sent as it is read. A file cut at a line's end
+and refused, with nothing written, when a line is one memoryd refuses (not
+JSON, as in a file cut short mid-line, a field given twice or unknown);
+stdin is sent as it is read. A file cut at a line's end
 cannot be told from a whole one: check its line count against what export
 printed. --timeout bounds each request, not the whole import, which takes
 as many as the file needs.`)
@@ -62,7 +64,16 @@ as many as the file needs.`)
 		// where the requests before the cut would have been committed. A
 		// pipe or stdin is read once, as it comes.
 		if fi, err := file.Stat(); err == nil && fi.Mode().IsRegular() {
-			if err := events.CheckImport(bufio.NewReader(file)); err != nil {
+			// memoryd's own checks of each line too (a field given twice,
+			// an unknown one): a bad line in a later request committed the
+			// requests before it, then got a 400.
+			err := events.CheckImportWith(bufio.NewReader(file), func(n int, line []byte) error {
+				if err := enricher.CheckImportLine(n, line); err != nil {
+					return &events.InputError{Line: n, Problem: err.Error()}
+				}
+				return nil
+			})
+			if err != nil {
 				// Said, as the service's refusal of a line says it.
 				var inErr *events.InputError
 				if errors.As(err, &inErr) {

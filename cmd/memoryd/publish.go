@@ -183,7 +183,7 @@ func publishStream(r io.Reader, send func(events.Turn) error) error {
 		// refuses such an event, and so does the command.
 		if name, first, second := events.RepeatedKey(raw, events.TurnFields()); name != "" {
 			return fmt.Errorf("stdin turn %d: %w", n, &events.ValidationError{Field: name,
-				Reason: fmt.Sprintf("is given twice (as %q and %q): keys that differ only in case name the same field", first, second)})
+				Reason: events.GivenTwice(first, second)})
 		}
 		raw, err = fillIDAndTime(raw)
 		if err != nil {
