@@ -339,13 +339,18 @@ func (s *Store) MarkFailed(ctx context.Context, userID string, eventIDs []string
 	}
 	// Rows are locked in (turn_at, event_id) order, as saves and claims
 	// lock them, so that a failure recorded beside them never deadlocks.
+	// A non-final failure leaves a failed turn failed: it comes from a job
+	// that ran beside the one that failed it for good (a burst's retry and
+	// a reconciler's job of the same turn), and set it pending with no job
+	// left to run it; a retry resets failed turns itself (ResetFailed).
 	_, err := s.db.Exec(ctx, `WITH locked AS MATERIALIZED (
 			SELECT user_id, event_id FROM turns
 			WHERE event_id = ANY($1) AND ($4 = '' OR user_id = $4) AND status <> 'processed'
+				AND ($5 OR status <> 'failed')
 			ORDER BY turn_at, event_id, user_id FOR UPDATE)
 		UPDATE turns t
 		SET status = $2, attempts = attempts + 1, last_error = left($3, 2000), claimed_until = NULL
-		FROM locked l WHERE t.user_id = l.user_id AND t.event_id = l.event_id`, eventIDs, status, reason, userID)
+		FROM locked l WHERE t.user_id = l.user_id AND t.event_id = l.event_id`, eventIDs, status, reason, userID, final)
 	if err != nil {
 		return fmt.Errorf("mark failed: %w", err)
 	}
