@@ -111,8 +111,11 @@ var (
 
 // chunkEnds finds the document chunks of several lines of one format in
 // lines: a numbered line, then non-blank lines through the first of last's
-// shape, none of them a blank line or an injection's opening (a frontend
-// or a model may have dropped the indentation of the lines in between).
+// shape, none of them a blank line or an injection's opening at the margin
+// (a frontend or a model may have dropped the indentation of the lines in
+// between; an indented one is a chunk's own line, a page quoting memoryd's
+// preamble or heading, which ended the chunk there and kept the rest of
+// the injection as the user's text).
 // stop[j] is the first line from j that ends such a run (blank, an
 // opening, of last's shape), len(lines) when none: one scan from the end,
 // so that StripMarkers stays linear where each numbered line read the
@@ -127,7 +130,8 @@ func newChunkEnds(lines []string, last *regexp.Regexp) *chunkEnds {
 	stop[len(lines)] = len(lines)
 	for k := len(lines) - 1; k >= 0; k-- {
 		line := strings.TrimSpace(lines[k])
-		if line == "" || opening(line) || last.MatchString(line) {
+		indented := strings.HasPrefix(lines[k], " ") || strings.HasPrefix(lines[k], "\t")
+		if line == "" || opening(line) && !indented || last.MatchString(line) {
 			stop[k] = k
 		} else {
 			stop[k] = stop[k+1]
