@@ -176,6 +176,8 @@ func stripFormatted(s string) string {
 		var (
 			shape, header *regexp.Regexp
 			chunks        *chunkEnds
+			docs          string // the documents section's header
+			inDocs        bool   // the lines are in it
 		)
 		switch line := strings.TrimSpace(lines[i]); {
 		case !opening(line):
@@ -185,22 +187,30 @@ func stripFormatted(s string) string {
 			if markdownChunks == nil {
 				markdownChunks = newChunkEnds(lines, markdownLastRE)
 			}
-			shape, header, chunks = markdownLineRE, markdownHeaderRE, markdownChunks
+			shape, header, chunks, docs = markdownLineRE, markdownHeaderRE, markdownChunks, "### Documents"
 		default:
 			if systemChunks == nil {
 				systemChunks = newChunkEnds(lines, systemLastRE)
 			}
-			shape, header, chunks = systemLineRE, systemHeaderRE, systemChunks
+			shape, header, chunks, docs = systemLineRE, systemHeaderRE, systemChunks, "Retrieved documents:"
 		}
 		for i+1 < len(lines) {
 			next := strings.TrimSpace(lines[i+1])
 			if next != "" {
-				if n := chunks.lines(lines, i+1); n > 0 {
-					i += n
-					continue
+				// A chunk only in the documents section: after the facts
+				// or memories, a user's numbered line on the next line
+				// through one of a chunk's last shape is the user's.
+				if inDocs {
+					if n := chunks.lines(lines, i+1); n > 0 {
+						i += n
+						continue
+					}
 				}
 				if !shape.MatchString(next) {
 					break
+				}
+				if header.MatchString(next) {
+					inDocs = next == docs
 				}
 				i++
 				continue
