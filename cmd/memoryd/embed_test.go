@@ -307,13 +307,7 @@ func TestEmbedBackfillLeavesOutTheRefusedAndSucceeds(t *testing.T) {
 // counted them as sent again, though it sent only the user's (review33).
 func TestEmbedBackfillWithDimsForgetsTheOldModelsRefusals(t *testing.T) {
 	t.Parallel()
-	dbURL, _, srv, prefix, stream := embedSetup(t,
-		store.ContextWrite{UserID: "alice", Question: "a pasted log", Answer: "POISON"},
-		store.ContextWrite{UserID: "bob", Question: "another log", Answer: "POISON too"})
-	srv.RefuseContaining("POISON")
-	if out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--embed-base-url", srv.URL, "--embed-model", "m1"); code != 1 {
-		t.Fatalf("first backfill: exit %d\nstdout:\n%s\nstderr:\n%s\nwant 1, both texts refused", code, out, errOut)
-	}
+	dbURL, srv, prefix, stream := twoUsersRefused(t)
 	out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--user", "alice", "--dims", strconv.Itoa(embeddingtest.DefaultDims), "--embed-base-url", srv.URL, "--embed-model", "m1")
 	if code != 1 || !strings.Contains(out, "1 item without a m1 vector to embed") || !strings.Contains(out, "1 item the embeddings server refused before sent again (--dims") {
 		t.Errorf("backfill --user alice --dims: exit %d\nstdout:\n%s\nstderr:\n%s\nwant alice's one refused item sent again (and refused again: exit 1), not bob's", code, out, errOut)
@@ -322,6 +316,20 @@ func TestEmbedBackfillWithDimsForgetsTheOldModelsRefusals(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "1 item the embeddings server refused before left out") {
 		t.Errorf("backfill --user bob after alice's: exit %d\nstdout:\n%s\nstderr:\n%s\nwant bob's refusal kept, his item left out", code, out, errOut)
 	}
+}
+
+// twoUsersRefused embeds an item of alice's and one of bob's with a
+// server that refuses both texts: each user has one refusal of model m1.
+func twoUsersRefused(t *testing.T) (dbURL string, srv *embeddingtest.Server, prefix, stream string) {
+	t.Helper()
+	dbURL, _, srv, prefix, stream = embedSetup(t,
+		store.ContextWrite{UserID: "alice", Question: "a pasted log", Answer: "POISON"},
+		store.ContextWrite{UserID: "bob", Question: "another log", Answer: "POISON too"})
+	srv.RefuseContaining("POISON")
+	if out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--embed-base-url", srv.URL, "--embed-model", "m1"); code != 1 {
+		t.Fatalf("first backfill: exit %d\nstdout:\n%s\nstderr:\n%s\nwant 1, both texts refused", code, out, errOut)
+	}
+	return dbURL, srv, prefix, stream
 }
 
 // A backfill with --dims N where N is already the model's recorded
@@ -365,13 +373,7 @@ func TestEmbedBackfillWithUnchangedDimsKeepsTheRefusals(t *testing.T) {
 // refused.
 func TestEmbedBackfillWithDimsUserByUser(t *testing.T) {
 	t.Parallel()
-	dbURL, _, srv, prefix, stream := embedSetup(t,
-		store.ContextWrite{UserID: "alice", Question: "a pasted log", Answer: "POISON"},
-		store.ContextWrite{UserID: "bob", Question: "another log", Answer: "POISON too"})
-	srv.RefuseContaining("POISON")
-	if out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--embed-base-url", srv.URL, "--embed-model", "m1"); code != 1 {
-		t.Fatalf("first backfill: exit %d\nstdout:\n%s\nstderr:\n%s\nwant 1, both texts refused", code, out, errOut)
-	}
+	dbURL, srv, prefix, stream := twoUsersRefused(t)
 	srv.SetDims(32)
 	for _, user := range []string{"alice", "bob"} {
 		out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--user", user, "--dims", "32", "--embed-base-url", srv.URL, "--embed-model", "m1")
