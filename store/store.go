@@ -567,8 +567,11 @@ func (s *Store) Ping(ctx context.Context) error {
 // has commitWait of its own): a request cancelled there (serve's shutdown
 // halting the requests still running) otherwise returned the cancellation
 // for work that was done, which the server may have committed regardless
-// (TestInTxAnswersWhatItsCommitDid). Its error then says the write was not
-// done, nil that it was.
+// (TestInTxAnswersWhatItsCommitDid). Its nil says the write was done; an
+// error that the write was not, but for a COMMIT past commitWait whose
+// cancel request the server did not act on within closeDelay (the server
+// unreachable or overloaded), which the server may still commit
+// (TestInTxCommitPastItsBoundRollsBack).
 func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx, q *Store) error) (err error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
