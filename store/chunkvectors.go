@@ -161,14 +161,8 @@ func (s *Store) SaveChunkEmbeddings(ctx context.Context, model string, collectio
 		// between that snapshot and the rows' writes, and its chunks (the
 		// same indexes) let the old content's vectors in, over the new
 		// content's own when its job had saved them (ON CONFLICT).
-		var one int
-		err := q.db.QueryRow(ctx, `SELECT 1 FROM documents WHERE collection_id = $1 AND doc_id = $2
-			AND content_hash = $3 AND status = 'ready' FOR SHARE`, collectionID, docID, hash).Scan(&one)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil // gone, or other content: its own jobs embed it
-		}
-		if err != nil {
-			return err
+		if ok, err := q.shareReadyDocument(ctx, collectionID, docID, hash); !ok || err != nil {
+			return err // not ok: gone, or other content: its own jobs embed it
 		}
 		tag, err := q.db.Exec(ctx, `
 			INSERT INTO chunk_embeddings AS e (collection_id, doc_id, chunk_index, model, content_hash, dims, vector)
@@ -308,14 +302,8 @@ func (s *Store) SaveChunkEmbeddingRefusals(ctx context.Context, model string, co
 		if ok, err := q.shareCollection(ctx, collectionID); !ok || err != nil {
 			return err
 		}
-		var one int
-		err := q.db.QueryRow(ctx, `SELECT 1 FROM documents WHERE collection_id = $1 AND doc_id = $2
-			AND content_hash = $3 AND status = 'ready' FOR SHARE`, collectionID, docID, hash).Scan(&one)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil // gone, or other content: its own jobs embed it
-		}
-		if err != nil {
-			return err
+		if ok, err := q.shareReadyDocument(ctx, collectionID, docID, hash); !ok || err != nil {
+			return err // not ok: gone, or other content: its own jobs embed it
 		}
 		tag, err := q.db.Exec(ctx, `
 			INSERT INTO chunk_embedding_refusals AS r (collection_id, doc_id, chunk_index, model, content_hash)
@@ -636,4 +624,17 @@ func (s *Store) readChunkTexts(ctx context.Context, hits []ChunkHit, byRef map[s
 		hits[i].Text = texts[i]
 	}
 	return nil
+}
+
+// shareReadyDocument locks the document FOR SHARE while it is ready and
+// holds the content of hash, until the transaction ends; false when it is
+// gone or holds other content.
+func (s *Store) shareReadyDocument(ctx context.Context, collectionID int64, docID, hash string) (bool, error) {
+	var one int
+	err := s.db.QueryRow(ctx, `SELECT 1 FROM documents WHERE collection_id = $1 AND doc_id = $2
+		AND content_hash = $3 AND status = 'ready' FOR SHARE`, collectionID, docID, hash).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
 }
