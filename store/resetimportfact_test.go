@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"bytes"
+	"context"
 	"testing"
 	"time"
 
@@ -83,19 +84,7 @@ func TestReextractionKeepsWhatAnImportBrought(t *testing.T) {
 		EventID: "e1", CreatedAt: t0, Provenance: rules}); err != nil {
 		t.Fatal(err)
 	}
-	var exp bytes.Buffer
-	if err := s.Export(ctx, "ivan", &exp); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e1", UserID: "nora", UserMessage: "What time is it?", TurnAt: t0}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.MarkProcessed(ctx, "nora", []string{"e1"}, rules); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Import(ctx, "nora", "nora", bytes.NewReader(exp.Bytes())); err != nil {
-		t.Fatal(err)
-	}
+	importUnderOwnEventID(t, ctx, s, rules)
 	items, err := s.ListContext(ctx, "nora", store.ContextCursor{}, 10)
 	if err != nil || len(items) != 1 {
 		t.Fatalf("nora's items after the import: %+v, %v; want the pair", items, err)
@@ -188,19 +177,7 @@ func TestReextractionKeepsAFactAnImportBrought(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var exp bytes.Buffer
-	if err := s.Export(ctx, "ivan", &exp); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e1", UserID: "nora", UserMessage: "What time is it?", TurnAt: t0}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.MarkProcessed(ctx, "nora", []string{"e1"}, rules); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Import(ctx, "nora", "nora", bytes.NewReader(exp.Bytes())); err != nil {
-		t.Fatal(err)
-	}
+	importUnderOwnEventID(t, ctx, s, rules)
 	llm := store.Provenance{Extractor: "llm", Model: "m"}
 	if err := s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
 		_, err := q.ReplaceOffline(ctx, store.Reextraction{UserID: "nora", EventIDs: []string{"e1"}, Offline: "rules", Provenance: llm,
@@ -217,5 +194,25 @@ func TestReextractionKeepsAFactAnImportBrought(t *testing.T) {
 	}
 	if f, err := s.Fact(ctx, "nora", "languages"); err != nil || f.Value != "Basque, Welsh" {
 		t.Errorf("nora's languages after the model's re-extraction of e1: %+v, %v; want the imported Welsh beside Basque", f, err)
+	}
+}
+
+// importUnderOwnEventID imports ivan's memory (written under event id e1)
+// into nora's, who has a turn e1 of her own processed by the rules
+// extractor: the import's rows share the event id of her turn.
+func importUnderOwnEventID(t *testing.T, ctx context.Context, s *store.Store, rules store.Provenance) {
+	t.Helper()
+	var exp bytes.Buffer
+	if err := s.Export(ctx, "ivan", &exp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e1", UserID: "nora", UserMessage: "What time is it?", TurnAt: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkProcessed(ctx, "nora", []string{"e1"}, rules); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Import(ctx, "nora", "nora", bytes.NewReader(exp.Bytes())); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -212,20 +212,7 @@ func TestEmbeddingsClientsLogWhichTheyAre(t *testing.T) {
 	cfg := Defaults()
 	cfg.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg.Embed.BaseURL, cfg.Embed.Model = srv.URL, "m1"
-	a, err := New(cfg) // connects to nothing until Start
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.mu.Lock()
-	jobs, err := a.embedder()
-	a.mu.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
-	queries, err := a.queryEmbedder()
-	if err != nil {
-		t.Fatal(err)
-	}
+	jobs, queries := embedClients(t, cfg)
 	ctx := context.Background()
 	for _, c := range []*embedding.Client{jobs, queries} {
 		srv.FailNext(1, http.StatusServiceUnavailable) // down: no Retry-After
@@ -264,20 +251,7 @@ func TestQueryCutToWhatTheEmbedJobsLearned(t *testing.T) {
 	cfg := Defaults()
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	cfg.Embed.BaseURL, cfg.Embed.Model = srv.URL, "m1"
-	a, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.mu.Lock()
-	jobs, err := a.embedder()
-	a.mu.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
-	queries, err := a.queryEmbedder()
-	if err != nil {
-		t.Fatal(err)
-	}
+	jobs, queries := embedClients(t, cfg)
 	ctx := context.Background()
 	long := strings.Repeat("a long pasted paragraph ", 250) // 6,000 bytes
 	// What the worker's embed job does with a long item (embedStart).
@@ -297,4 +271,25 @@ func TestQueryCutToWhatTheEmbedJobsLearned(t *testing.T) {
 	if in := srv.Inputs(); len(in[len(in)-1]) != 2048 {
 		t.Errorf("the query was sent as %d bytes, want the 2048 the server took", len(in[len(in)-1]))
 	}
+}
+
+// embedClients makes an App of cfg (which connects to nothing until
+// Start) and returns its two embeddings clients: the embed jobs' and
+// enrich's queries'.
+func embedClients(t *testing.T, cfg Config) (jobs, queries *embedding.Client) {
+	t.Helper()
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	jobs, err = a.embedder()
+	a.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if queries, err = a.queryEmbedder(); err != nil {
+		t.Fatal(err)
+	}
+	return jobs, queries
 }
