@@ -503,6 +503,18 @@ func (s *Store) deleteSingles(ctx context.Context, deletes map[userKey]FactWrite
 	return s.runChanges(ctx, &b, "delete facts")
 }
 
+// factLaterWins is the facts' rule for an insert into facts AS f of a
+// single-value key the user has: the later statement wins (source time,
+// then a direct write, stream position, event id, value), whoever wrote
+// it. An extraction's save (upsertSingles) and a reset's write-back of
+// imported lines (reinstateImportedFacts) share it.
+const factLaterWins = `ON CONFLICT (user_id, key) DO UPDATE
+	SET value = excluded.value, source_at = excluded.source_at, event_id = excluded.event_id,
+	    conversation_id = excluded.conversation_id, extractor = excluded.extractor, model = excluded.model, prompt_version = excluded.prompt_version,
+	    source_seq = excluded.source_seq, updated_at = excluded.updated_at
+	WHERE (f.source_at, f.extractor = 'direct', f.source_seq, f.event_id, f.value)
+	    < (excluded.source_at, excluded.extractor = 'direct', excluded.source_seq, excluded.event_id, excluded.value)`
+
 // upsertSingles writes single-valued sets: for each key the value latest by
 // (source time, direct write, stream sequence, event id, value) wins, whatever the order
 // writes arrive in. A value stated no later than the key's clear is not
@@ -521,12 +533,7 @@ func (s *Store) upsertSingles(ctx context.Context, facts []FactWrite) (int, erro
 			AS w(u, k, v, a, e, x, m, p, cv, sq)
 		WHERE NOT EXISTS (SELECT FROM fact_clears c WHERE c.user_id = w.u AND c.key = w.k AND c.cleared_at >= w.a)
 		ORDER BY u, k, a DESC, x = 'direct' DESC, sq DESC, e DESC, v DESC
-		ON CONFLICT (user_id, key) DO UPDATE
-		SET value = excluded.value, source_at = excluded.source_at, event_id = excluded.event_id,
-		    conversation_id = excluded.conversation_id, extractor = excluded.extractor, model = excluded.model, prompt_version = excluded.prompt_version,
-		    source_seq = excluded.source_seq, updated_at = excluded.updated_at
-		WHERE (f.source_at, f.extractor = 'direct', f.source_seq, f.event_id, f.value)
-		    < (excluded.source_at, excluded.extractor = 'direct', excluded.source_seq, excluded.event_id, excluded.value)`,
+		`+factLaterWins,
 		c.users, c.keys, c.values, c.ats, c.events, c.extractors, c.models, c.prompts, c.convs, c.seqs)
 	if err != nil {
 		return 0, fmt.Errorf("upsert facts: %w", err)

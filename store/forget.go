@@ -550,9 +550,8 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 
 // reinstateImportedFacts writes back, after a reset's delete, the fact
 // lines imports brought (import_sources.fact, migration 067) by the
-// facts' rule (upsertSingles: source time, a direct write, stream
-// position, event id, value), returning the users it wrote for. A line
-// that lost to the user's own later statement was written nowhere else:
+// facts' rule (factLaterWins, as upsertSingles), returning the users it
+// wrote for. A line that lost to the user's own later statement was written nowhere else:
 // the reset deleted that statement's fact, and a replay by a model that
 // no longer extracts it left the key empty, though the import still said
 // it (TestResetKeepsAFactImportedBehindTheUsersNewerOne). The replay's
@@ -575,12 +574,7 @@ func (s *Store) reinstateImportedFacts(ctx context.Context, all bool, userIDs []
 			SELECT u, k, v, a, e, cv, x, m, p, up FROM lines w
 			WHERE NOT EXISTS (SELECT FROM fact_clears c WHERE c.user_id = w.u AND c.key = w.k AND c.cleared_at >= w.a)
 			  AND NOT EXISTS (SELECT FROM fact_items li WHERE li.user_id = w.u AND li.key = w.k)
-			ON CONFLICT (user_id, key) DO UPDATE
-			SET value = excluded.value, source_at = excluded.source_at, event_id = excluded.event_id,
-			    conversation_id = excluded.conversation_id, extractor = excluded.extractor, model = excluded.model,
-			    prompt_version = excluded.prompt_version, source_seq = excluded.source_seq, updated_at = excluded.updated_at
-			WHERE (f.source_at, f.extractor = 'direct', f.source_seq, f.event_id, f.value)
-			    < (excluded.source_at, excluded.extractor = 'direct', excluded.source_seq, excluded.event_id, excluded.value)
+			`+factLaterWins+`
 			RETURNING user_id
 		) SELECT coalesce(array_agg(DISTINCT user_id), '{}') FROM written`, all, userIDs).Scan(&users); err != nil {
 		return nil, fmt.Errorf("reinstate imported facts: %w", err)
