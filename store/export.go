@@ -1077,6 +1077,9 @@ func applyFactClears(ctx context.Context, q *Store, userID string, lines []any) 
 	if err != nil {
 		return 0, err
 	}
+	if err := recordImportClears(ctx, q, userID, keys, make([]string, len(keys)), ats); err != nil {
+		return 0, err
+	}
 	// The clears apply to the memory already there, as they did where they
 	// were made: a value stated no later is gone. A list key's items are
 	// dropped one by one and its row rebuilt from the rest (the row's own
@@ -1111,6 +1114,22 @@ func applyFactClears(ctx context.Context, q *Store, userID string, lines []any) 
 		}
 	}
 	return tag.RowsAffected(), nil
+}
+
+// recordImportClears records the clears an import brought
+// (fact_import_clears, migration 069: item "" for a clear of the key, else
+// the value's identity), the later of two kept: a reset drops the clears
+// turns made, which its replay makes again, and puts these back
+// (resetClears), which no replay makes.
+func recordImportClears(ctx context.Context, q *Store, userID string, keys, items []string, ats []time.Time) error {
+	if _, err := q.db.Exec(ctx, `
+		INSERT INTO fact_import_clears AS c (user_id, key, item, cleared_at)
+		SELECT $1, k, it, a FROM unnest($2::text[], $3::text[], $4::timestamptz[]) AS w(k, it, a)
+		ON CONFLICT (user_id, key, item) DO UPDATE SET cleared_at = excluded.cleared_at
+		WHERE c.cleared_at < excluded.cleared_at`, userID, keys, items, ats); err != nil {
+		return fmt.Errorf("record import clears: %w", err)
+	}
+	return nil
 }
 
 // ---- fact_value_clear ----
@@ -1193,6 +1212,9 @@ func applyFactValueClears(ctx context.Context, q *Store, userID string, lines []
 		ON CONFLICT (user_id, key, item) DO UPDATE SET cleared_at = excluded.cleared_at
 		WHERE c.cleared_at < excluded.cleared_at`, userID, keys, items, ats)
 	if err != nil {
+		return 0, err
+	}
+	if err := recordImportClears(ctx, q, userID, keys, items, ats); err != nil {
 		return 0, err
 	}
 	// They apply to the memory already there, as a value delete does

@@ -441,6 +441,13 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 	if _, err := s.db.Exec(ctx, `DELETE FROM fact_value_clears WHERE $1 OR user_id = ANY($2)`, all, userIDs); err != nil {
 		return r, fmt.Errorf("delete fact_value_clears: %w", err)
 	}
+	// But for those imports brought (fact_import_clears, as resetClears's).
+	if !withDirect {
+		if _, err := s.db.Exec(ctx, `INSERT INTO fact_value_clears (user_id, key, item, cleared_at)
+			SELECT user_id, key, item, cleared_at FROM fact_import_clears WHERE ($1 OR user_id = ANY($2)) AND item <> ''`, all, userIDs); err != nil {
+			return r, fmt.Errorf("reset fact_value_clears: %w", err)
+		}
+	}
 	// A list key's items go like its facts row; a reset keeps the direct
 	// ones and materialises their keys again afterwards, since the row may
 	// have carried an extracted item's provenance and so went.
@@ -601,6 +608,18 @@ func (s *Store) resetClears(ctx context.Context, all bool, userIDs []string) err
 	// that a direct clear covers by its place in the stream either.
 	if _, err := s.db.Exec(ctx, `INSERT INTO fact_clears (user_id, key, cleared_at, stream_seq, stream_created, stream_stored_at)
 		SELECT user_id, key, cleared_at, stream_seq, stream_created, stream_stored_at FROM fact_direct_clears WHERE $1 OR user_id = ANY($2)`, all, userIDs); err != nil {
+		return fmt.Errorf("reset fact_clears: %w", err)
+	}
+	// And the clears imports brought (fact_import_clears, migration 069),
+	// which no replay makes again: without them the replay's extraction
+	// of a turn an import cleared brought its fact back
+	// (TestResetKeepsAClearAnImportBrought). The later of a direct and an
+	// imported clear of a key is kept, as an import keeps it (the direct
+	// clear's stream position too: it covers what it covered).
+	if _, err := s.db.Exec(ctx, `INSERT INTO fact_clears AS c (user_id, key, cleared_at)
+		SELECT user_id, key, cleared_at FROM fact_import_clears WHERE ($1 OR user_id = ANY($2)) AND item = ''
+		ON CONFLICT (user_id, key) DO UPDATE SET cleared_at = excluded.cleared_at
+		WHERE c.cleared_at < excluded.cleared_at`, all, userIDs); err != nil {
 		return fmt.Errorf("reset fact_clears: %w", err)
 	}
 	return nil

@@ -295,7 +295,7 @@ func (s *Store) deleteClears(ctx context.Context, all bool, userIDs []string) er
 			return err
 		}
 	}
-	for _, table := range []string{"fact_clears", "fact_direct_clears", "context_clears"} {
+	for _, table := range []string{"fact_clears", "fact_direct_clears", "fact_import_clears", "context_clears"} {
 		if _, err := s.db.Exec(ctx, `DELETE FROM `+table+` WHERE $1 OR user_id = ANY($2)`, all, userIDs); err != nil {
 			return fmt.Errorf("delete %s: %w", table, err)
 		}

@@ -121,7 +121,8 @@ func (s *Store) MeasureSize(ctx context.Context) (SizeReport, error) {
 			       pg_relation_size('turns'::regclass) + pg_indexes_size('turns'::regclass) AS turns_main,
 			       pg_total_relation_size('facts'::regclass) + pg_total_relation_size('fact_items'::regclass) + pg_total_relation_size('fact_history'::regclass)
 			         + pg_total_relation_size('fact_clears'::regclass) + pg_total_relation_size('fact_value_clears'::regclass)
-			         + pg_total_relation_size('fact_direct_clears'::regclass) + pg_total_relation_size('context_clears'::regclass) AS other,
+			         + pg_total_relation_size('fact_direct_clears'::regclass) + pg_total_relation_size('fact_import_clears'::regclass)
+			         + pg_total_relation_size('context_clears'::regclass) AS other,
 			       pg_total_relation_size('context'::regclass) + pg_total_relation_size('context_terms'::regclass) AS ctx,
 			       pg_total_relation_size('context_embeddings'::regclass) AS v_size, (SELECT count(*) FROM context_embeddings) AS v_rows,
 			       pg_stat_get_dead_tuples('context_embeddings'::regclass) AS v_dead,

@@ -216,3 +216,69 @@ func importUnderOwnEventID(t *testing.T, ctx context.Context, s *store.Store, ru
 		t.Fatal(err)
 	}
 }
+
+// TestResetKeepsAClearAnImportBrought: an import's clear of a key, or of
+// one value of it (kim's memory, where a turn said it is no longer true),
+// clears what jade's own earlier turn e1 said. The reset dropped it with
+// the clears turns made, and the replay's extraction of e1 brought the
+// fact back, though the import still cleared it. A reset keeps an
+// import's clears, by the facts' rule: a statement later than the clear
+// still wins.
+func TestResetKeepsAClearAnImportBrought(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		clear store.FactWrite
+	}{
+		{"key", store.FactWrite{Op: store.FactDelete}},
+		{"value", store.FactWrite{Op: store.FactDelete, Value: "Paris"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, s := setup(t)
+			llm := store.Provenance{Extractor: "llm", Model: "m1", PromptVersion: "v3"}
+			c := tc.clear
+			c.UserID, c.Key, c.SourceAt, c.EventID, c.Provenance = "kim", "location", t0.Add(time.Hour), "k1", llm
+			if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "kim", Key: "location", Value: "Paris",
+				SourceAt: t0, EventID: "k0", Provenance: llm}, c}); err != nil {
+				t.Fatal(err)
+			}
+			var exp bytes.Buffer
+			if err := s.Export(ctx, "kim", &exp); err != nil {
+				t.Fatal(err)
+			}
+			own := []store.FactWrite{{UserID: "jade", Key: "location", Value: "Paris", SourceAt: t0, EventID: "e1", Provenance: llm}}
+			if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e1", UserID: "jade", UserMessage: "I live in Paris", TurnAt: t0}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.UpsertFacts(ctx, own); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Import(ctx, "jade", "jade", bytes.NewReader(exp.Bytes())); err != nil {
+				t.Fatal(err)
+			}
+			if f, err := s.Fact(ctx, "jade", "location"); err == nil {
+				t.Fatalf("jade's location after the import: %+v; want none (the import's later clear)", f)
+			}
+			for i := range 2 { // a second reset keeps it as the first
+				if _, _, err := s.ResetMemory(ctx, []string{"jade"}); err != nil {
+					t.Fatal(err)
+				}
+				// The replay extracts e1 again.
+				if _, err := s.UpsertFacts(ctx, own); err != nil {
+					t.Fatal(err)
+				}
+				if f, err := s.Fact(ctx, "jade", "location"); err == nil {
+					t.Fatalf("jade's location after reset %d and the replay of e1: %+v; want none, as before it (the import cleared it later)", i+1, f)
+				}
+			}
+			// Her own statement later than the clear wins, as before.
+			later := own[0]
+			later.Value, later.SourceAt, later.EventID = "Rome", t0.Add(2*time.Hour), "e2"
+			if _, err := s.UpsertFacts(ctx, []store.FactWrite{later}); err != nil {
+				t.Fatal(err)
+			}
+			if f, err := s.Fact(ctx, "jade", "location"); err != nil || f.Value != "Rome" {
+				t.Errorf("jade's location after her later statement: %+v, %v; want Rome", f, err)
+			}
+		})
+	}
+}
