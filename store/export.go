@@ -325,21 +325,41 @@ func (s *Store) recordImportSources(ctx context.Context, userID string, byType m
 			ids, contents, facts = append(ids, id), append(contents, content), append(facts, fact)
 		}
 	}
+	jsonOf := func(v any) (*string, error) {
+		line, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("record import sources: %w", err)
+		}
+		js := string(line)
+		return &js, nil
+	}
+	lists := map[string]bool{}
+	for _, l := range byType["fact_item"] {
+		if f, ok := l.(*factItemLine); ok {
+			lists[f.Key] = true
+			js, err := jsonOf(importedFactLine{Key: f.Key, Value: f.Value, Present: &f.Present, SourceAt: f.sourceAt,
+				ConversationID: f.ConversationID, Extractor: f.Extractor, Model: f.Model, PromptVersion: f.PromptVersion})
+			if err != nil {
+				return err
+			}
+			add(f.EventID, "i:"+f.Key+":"+itemIdentity(f.Value), js)
+		}
+	}
 	for _, l := range byType["fact"] {
 		if f, ok := l.(*factLine); ok {
 			sum := md5.Sum([]byte(f.Value))
-			line, err := json.Marshal(importedFactLine{Key: f.Key, Value: f.Value, SourceAt: f.sourceAt, ConversationID: f.ConversationID,
-				Extractor: f.Extractor, Model: f.Model, PromptVersion: f.PromptVersion, UpdatedAt: f.updatedAt})
-			if err != nil {
-				return fmt.Errorf("record import sources: %w", err)
+			// A list key's line is its items joined, derived from them:
+			// the reset writes the items back, never it as one value
+			// (TestResetWritesBackAListAnImportBrought).
+			var js *string
+			if !lists[f.Key] {
+				var err error
+				if js, err = jsonOf(importedFactLine{Key: f.Key, Value: f.Value, SourceAt: f.sourceAt, ConversationID: f.ConversationID,
+					Extractor: f.Extractor, Model: f.Model, PromptVersion: f.PromptVersion, UpdatedAt: f.updatedAt}); err != nil {
+					return err
+				}
 			}
-			js := string(line)
-			add(f.EventID, "f:"+f.Key+":"+hex.EncodeToString(sum[:]), &js)
-		}
-	}
-	for _, l := range byType["fact_item"] {
-		if f, ok := l.(*factItemLine); ok {
-			add(f.EventID, "i:"+f.Key+":"+itemIdentity(f.Value), nil)
+			add(f.EventID, "f:"+f.Key+":"+hex.EncodeToString(sum[:]), js)
 		}
 	}
 	for _, l := range byType["context"] {
@@ -400,7 +420,7 @@ func (s *Store) dropClearedImportedFacts(ctx context.Context, userID string, byT
 	}
 	rows, err := s.db.Query(ctx, `SELECT i.event_id, i.content, i.fact->>'key', i.fact->>'value', (i.fact->>'source_at')::timestamptz,
 			EXISTS (SELECT FROM fact_clears c WHERE c.user_id = i.user_id AND c.key = i.fact->>'key' AND c.cleared_at >= (i.fact->>'source_at')::timestamptz)
-		FROM import_sources i WHERE i.user_id = $1 AND i.fact IS NOT NULL AND i.fact->>'key' = ANY($2)`, userID, named)
+		FROM import_sources i WHERE i.user_id = $1 AND i.fact IS NOT NULL AND starts_with(i.content, 'f:') AND i.fact->>'key' = ANY($2)`, userID, named)
 	if err != nil {
 		return fmt.Errorf("record import sources: %w", err)
 	}
@@ -430,11 +450,13 @@ func (s *Store) dropClearedImportedFacts(ctx context.Context, userID string, byT
 	return nil
 }
 
-// importedFactLine is an imported fact line as import_sources.fact holds
-// it (migration 067), with its event id in the record's own column.
+// importedFactLine is an imported fact line, or list item line (Present
+// set), as import_sources.fact holds it (migration 067), with its event
+// id in the record's own column.
 type importedFactLine struct {
 	Key            string    `json:"key"`
 	Value          string    `json:"value"`
+	Present        *bool     `json:"present,omitempty"`
 	SourceAt       time.Time `json:"source_at"`
 	ConversationID string    `json:"conversation_id"`
 	Extractor      string    `json:"extractor"`

@@ -453,8 +453,12 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 	// have carried an extracted item's provenance and so went.
 	var listKeys []userKey
 	if !withDirect {
-		rows, err := s.db.Query(ctx, `SELECT DISTINCT user_id, key FROM fact_items x
-			WHERE ($1 OR user_id = ANY($2)) AND `+rebuilt(importedItem), all, userIDs)
+		// With the keys of the list items imports brought, which the
+		// reset writes back (reinstateImportedItems).
+		rows, err := s.db.Query(ctx, `SELECT user_id, key FROM fact_items x
+			WHERE ($1 OR user_id = ANY($2)) AND `+rebuilt(importedItem)+`
+			UNION SELECT user_id, fact->>'key' FROM import_sources
+			WHERE ($1 OR user_id = ANY($2)) AND fact IS NOT NULL AND starts_with(content, 'i:')`, all, userIDs)
 		if err != nil {
 			return r, fmt.Errorf("delete fact_items: %w", err)
 		}
@@ -525,6 +529,9 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 			}
 		}
 		if !withDirect {
+			if err := s.reinstateImportedItems(ctx, all, userIDs, listKeys); err != nil {
+				return err
+			}
 			users, err := s.reinstateImportedFacts(ctx, all, userIDs)
 			if err != nil {
 				return err
@@ -555,6 +562,50 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 	return r, nil
 }
 
+// reinstateImportedItems writes back, after a reset's delete, the list
+// items imports brought (import_sources.fact of the 'i:' records) by the
+// items' rule (writeItems: each item keeps its latest operation, and a
+// clear the reset keeps covers those stated no later). An imported item
+// the user's own later turn removed or replaced was written nowhere else:
+// the reset deleted the turn's operation, and a replay by a model that no
+// longer extracts it left the key without what the import still said
+// (TestResetWritesBackAListAnImportBrought). keys are the users' list
+// keys the reset locked, these items' among them; deleteMemory
+// materialises them afterwards. Items imported before this release have
+// no line recorded and are not written back.
+func (s *Store) reinstateImportedItems(ctx context.Context, all bool, userIDs []string, keys []userKey) error {
+	rows, err := s.db.Query(ctx, `SELECT i.user_id, i.event_id, i.fact FROM import_sources i
+		WHERE ($1 OR i.user_id = ANY($2)) AND i.fact IS NOT NULL AND starts_with(i.content, 'i:')`, all, userIDs)
+	if err != nil {
+		return fmt.Errorf("reinstate imported items: %w", err)
+	}
+	var (
+		writes      []FactWrite
+		user, event string
+		line        importedFactLine
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&user, &event, &line}, func() error {
+		op := FactAdd
+		if line.Present != nil && !*line.Present {
+			op = FactRemove
+		}
+		writes = append(writes, FactWrite{UserID: user, Key: line.Key, Value: line.Value, SourceAt: line.SourceAt, EventID: event,
+			ConversationID: line.ConversationID, Op: op, List: true,
+			Provenance: Provenance{Extractor: line.Extractor, Model: line.Model, PromptVersion: line.PromptVersion}})
+		line = importedFactLine{}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("reinstate imported items: %w", err)
+	}
+	if len(writes) == 0 {
+		return nil
+	}
+	if _, err := s.writeItems(ctx, keys, writes); err != nil {
+		return fmt.Errorf("reinstate imported items: %w", err)
+	}
+	return nil
+}
+
 // reinstateImportedFacts writes back, after a reset's delete, the fact
 // lines imports brought (import_sources.fact, migration 067) by the
 // facts' rule (factLaterWins, as upsertSingles), returning the users it
@@ -564,7 +615,8 @@ func (s *Store) deleteMemory(ctx context.Context, userIDs []string, withDirect b
 // it (TestResetKeepsAFactImportedBehindTheUsersNewerOne). The replay's
 // later statements win over it again. A key cleared no earlier than the
 // line (the direct clears the reset keeps) stays cleared, and a list
-// key's row is left to materialise, from the items the reset keeps.
+// key's row is left to materialise, from the items the reset keeps and
+// writes back (reinstateImportedItems).
 func (s *Store) reinstateImportedFacts(ctx context.Context, all bool, userIDs []string) ([]string, error) {
 	var users []string
 	if err := s.db.QueryRow(ctx, `WITH lines AS (
@@ -573,7 +625,7 @@ func (s *Store) reinstateImportedFacts(ctx context.Context, all bool, userIDs []
 				i.fact->>'extractor' AS x, i.fact->>'model' AS m, i.fact->>'prompt_version' AS p,
 				(i.fact->>'updated_at')::timestamptz AS up
 			FROM import_sources i
-			WHERE ($1 OR i.user_id = ANY($2)) AND i.fact IS NOT NULL
+			WHERE ($1 OR i.user_id = ANY($2)) AND i.fact IS NOT NULL AND starts_with(i.content, 'f:')
 			ORDER BY i.user_id, i.fact->>'key', (i.fact->>'source_at')::timestamptz DESC, i.fact->>'extractor' = 'direct' DESC,
 				i.event_id COLLATE "C" DESC, i.fact->>'value' COLLATE "C" DESC
 		), written AS (
@@ -581,6 +633,9 @@ func (s *Store) reinstateImportedFacts(ctx context.Context, all bool, userIDs []
 			SELECT u, k, v, a, e, cv, x, m, p, up FROM lines w
 			WHERE NOT EXISTS (SELECT FROM fact_clears c WHERE c.user_id = w.u AND c.key = w.k AND c.cleared_at >= w.a)
 			  AND NOT EXISTS (SELECT FROM fact_items li WHERE li.user_id = w.u AND li.key = w.k)
+			  -- Nor a list key's line an import recorded before its
+			  -- items were (the items joined, written back as items).
+			  AND NOT EXISTS (SELECT FROM import_sources li WHERE li.user_id = w.u AND starts_with(li.content, 'i:' || w.k || ':'))
 			`+factLaterWins+`
 			RETURNING user_id
 		) SELECT coalesce(array_agg(DISTINCT user_id), '{}') FROM written`, all, userIDs).Scan(&users); err != nil {

@@ -282,3 +282,64 @@ func TestResetKeepsAClearAnImportBrought(t *testing.T) {
 		})
 	}
 }
+
+// TestResetWritesBackAListAnImportBrought: an import's list key (kim's
+// languages, Basque and Welsh) whose items jade's own later turn e1
+// removed. A reset deletes the removes (the replay makes them again) and
+// wrote the import's line of the key back as one value, "Basque, Welsh",
+// not as the two items it was: the next item written materialised the
+// key from its items alone, and the imported languages were gone. After a
+// reset the key holds the imported items again, until the replay removes
+// them again; a later item joins them.
+func TestResetWritesBackAListAnImportBrought(t *testing.T) {
+	ctx, s := setup(t)
+	llm := store.Provenance{Extractor: "llm", Model: "m1", PromptVersion: "v3"}
+	item := func(user, value string, op store.FactOp, at time.Time, event string) store.FactWrite {
+		return store.FactWrite{UserID: user, Key: "languages", Value: value, List: true, Op: op, SourceAt: at, EventID: event, Provenance: llm}
+	}
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{item("kim", "Basque", store.FactAdd, t0, "k0"), item("kim", "Welsh", store.FactAdd, t0, "k0")}); err != nil {
+		t.Fatal(err)
+	}
+	var exp bytes.Buffer
+	if err := s.Export(ctx, "kim", &exp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Import(ctx, "jade", "jade", bytes.NewReader(exp.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	t1 := t0.Add(time.Hour)
+	removes := []store.FactWrite{item("jade", "Basque", store.FactRemove, t1, "e1"), item("jade", "Welsh", store.FactRemove, t1, "e1")}
+	if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e1", UserID: "jade", UserMessage: "I forgot Basque and Welsh", TurnAt: t1}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpsertFacts(ctx, removes); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := s.Fact(ctx, "jade", "languages"); err == nil {
+		t.Fatalf("jade's languages after her removes: %+v; want none", f)
+	}
+	// A replay that makes the removes again: none, as before the reset.
+	if _, _, err := s.ResetMemory(ctx, []string{"jade"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpsertFacts(ctx, removes); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := s.Fact(ctx, "jade", "languages"); err == nil {
+		t.Errorf("jade's languages after a reset whose replay removes them again: %+v; want none", f)
+	}
+	// A replay whose model no longer extracts the removes: the imported
+	// items, as items.
+	if _, _, err := s.ResetMemory(ctx, []string{"jade"}); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := s.Fact(ctx, "jade", "languages"); err != nil || f.Value != "Basque, Welsh" {
+		t.Fatalf("jade's languages after a reset whose replay extracts nothing: %+v, %v; want the imported Basque, Welsh", f, err)
+	}
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{item("jade", "French", store.FactAdd, t1.Add(time.Hour), "e2")}); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := s.Fact(ctx, "jade", "languages"); err != nil || f.Value != "Basque, French, Welsh" {
+		t.Errorf("jade's languages after she adds French: %+v, %v; want Basque, French, Welsh (the imported items beside hers)", f, err)
+	}
+}
