@@ -127,8 +127,8 @@ func (l *LLM) ExtractBatch(ctx context.Context, in BatchInput) (BatchResult, err
 		parsed  BatchResult
 		dropped []droppedKey
 	)
-	user := buildBatchUserPrompt(in, sent)
-	usage, err := l.ask(ctx, batchSystemPrompt, user, l.batchFormat, batchInvalidNote, func(reply string) error {
+	user, background := buildBatchUserPrompt(in, sent)
+	usage, err := l.ask(ctx, batchSystemPrompt, user, background, l.batchFormat, batchInvalidNote, func(reply string) error {
 		var err error
 		parsed, err = parseBatchReply(reply, len(sent), keepDropped(&dropped))
 		return err
@@ -209,8 +209,9 @@ type batchPromptTurn struct {
 
 // buildBatchUserPrompt renders the user message of a batch request: current
 // facts (those sharing words with any new turn first), prior turns, then the
-// new turns, numbered from 1.
-func buildBatchUserPrompt(in BatchInput, turns []batchTurn) string {
+// new turns, numbered from 1. background is the length of its leading
+// read-only part, as buildUserPrompt's.
+func buildBatchUserPrompt(in BatchInput, turns []batchTurn) (prompt string, background int) {
 	userLens := make([]int, len(turns))
 	assistantLens := make([]int, len(turns))
 	for i, t := range turns {
@@ -226,6 +227,7 @@ func buildBatchUserPrompt(in BatchInput, turns []batchTurn) string {
 	}
 	var b strings.Builder
 	writeBackground(&b, in.Facts, in.FactKeys, text.String(), in.Prior)
+	background = b.Len()
 	fmt.Fprintf(&b, "The %d NEW turns to extract from, oldest first, numbered 1 to %d. "+
 		"Anchor relative dates in a turn to that turn's own timestamp; when a turn has no timestamp, keep its relative dates as they are.\n<new_turns>\n",
 		len(turns), len(turns))
@@ -243,7 +245,7 @@ func buildBatchUserPrompt(in BatchInput, turns []batchTurn) string {
 		b.WriteByte('\n')
 	}
 	fmt.Fprintf(&b, "</new_turns>\n\nReply with the JSON object only. Every item's \"turn\" is the number (1 to %d) of the new turn it comes from.", len(turns))
-	return b.String()
+	return b.String(), background
 }
 
 // shareBudget returns the largest cap, at most maxEach, such that the texts

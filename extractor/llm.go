@@ -385,7 +385,8 @@ func (l *LLM) Extract(ctx context.Context, in Input) (Result, error) {
 		res     Result
 		dropped []droppedKey
 	)
-	usage, err := l.ask(ctx, systemPrompt, buildUserPrompt(in, turn), l.format, invalidNote, func(reply string) error {
+	user, background := buildUserPrompt(in, turn)
+	usage, err := l.ask(ctx, systemPrompt, user, background, l.format, invalidNote, func(reply string) error {
 		var err error
 		res, err = parseReply(reply, keepDropped(&dropped))
 		return err
@@ -421,7 +422,7 @@ func (l *LLM) logDropped(ctx context.Context, keys []droppedKey) {
 // returns the tokens of every completed request, also on error. Both Extract
 // and ExtractBatch go through it, so they share limits and usage
 // accounting.
-func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatCompletionResponseFormat,
+func (l *LLM) ask(ctx context.Context, system, user string, background int, format *openai.ChatCompletionResponseFormat,
 	note func(error) string, parse func(reply string) error) (usage Usage, err error) {
 	if l.tracer != nil {
 		var span trace.Span
@@ -457,7 +458,7 @@ func (l *LLM) ask(ctx context.Context, system, user string, format *openai.ChatC
 	windowCut := 0      // tokens of a reply the server cut below MaxTokens
 	// digest is of the request and the replies rejected
 	// (Error.ReplyDigest); blank: a reply had no content to digest.
-	digest, blank := newReplyDigest(req), false
+	digest, blank := newReplyDigest(req, background), false
 	// shortest is the length of the shortest reply rejected (minSampledRepeat).
 	shortest := math.MaxInt
 	counter := l.stepsOf(format)
@@ -539,17 +540,27 @@ const minSampledRepeat = 200
 // (Error.ReplyDigest) with its request: the model, its sampling and token
 // bounds (a job retried after --llm-model, LLMConfig.Temperature or
 // --llm-max-tokens changed is asked another request, and the same replies
-// then are no repeat), and the prompts. Each reply is written with the
-// response format it was asked with, so that a step down of the format
-// (stepFormat) makes another request.
-func newReplyDigest(req openai.ChatCompletionRequest) hash.Hash {
+// then are no repeat), and the prompts, but for the first background bytes
+// of the user prompt: the user's current facts and the conversation's
+// earlier turns, shown read-only (writeBackground). They change between
+// a turn's attempts as other turns are saved, and the same replies to the
+// same turn and instructions with another background are the model's
+// mistake repeated all the same: before, a fact saved between two
+// attempts made an identical failure look new. Each reply is written with
+// the response format it was asked with, so that a step down of the
+// format (stepFormat) makes another request.
+func newReplyDigest(req openai.ChatCompletionRequest, background int) hash.Hash {
 	h := sha256.New()
 	writeDigestPart(h, req.Model)
 	writeDigestPart(h, strconv.FormatFloat(float64(req.Temperature), 'g', -1, 32))
 	writeDigestPart(h, strconv.Itoa(req.MaxTokens))
 	writeDigestPart(h, strconv.Itoa(req.MaxCompletionTokens))
-	for _, m := range req.Messages {
-		writeDigestPart(h, m.Content)
+	for i, m := range req.Messages {
+		content := m.Content
+		if i == len(req.Messages)-1 && m.Role == openai.ChatMessageRoleUser {
+			content = content[min(background, len(content)):]
+		}
+		writeDigestPart(h, content)
 	}
 	return h
 }

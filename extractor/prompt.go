@@ -253,10 +253,12 @@ func cleanTurn(t Turn, maxUser, maxAssistant int) promptTurn {
 
 // buildUserPrompt renders the user message of the request: current facts,
 // prior turns and the turn to extract from, in that order so that the turn
-// comes last, next to the reply.
-func buildUserPrompt(in Input, turn promptTurn) string {
+// comes last, next to the reply. background is the length of its leading
+// read-only part (writeBackground), which a reply digest leaves out.
+func buildUserPrompt(in Input, turn promptTurn) (prompt string, background int) {
 	var b strings.Builder
 	writeBackground(&b, in.Facts, in.FactKeys, turn.UserMessage+"\n"+turn.AssistantResponse, in.Prior)
+	background = b.Len()
 
 	if ts := in.Turn.Timestamp; ts.IsZero() {
 		b.WriteString("The time of the turn to extract from is unknown: keep relative dates as they are.\n")
@@ -267,7 +269,7 @@ func buildUserPrompt(in Input, turn promptTurn) string {
 	b.WriteString(turnOpen)
 	b.Write(promptJSON(turn))
 	b.WriteString(turnClose + "\n\nReply with the JSON object only.")
-	return b.String()
+	return b.String(), background
 }
 
 // writeBackground writes the user's current facts (those sharing words with

@@ -23,7 +23,7 @@ func TestPromptTurn(t *testing.T) {
 			t.Parallel()
 			in := Input{UserID: "u", Turn: Turn{UserMessage: tt.user, AssistantResponse: tt.reply, Timestamp: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)},
 				Prior: []Turn{{UserMessage: "earlier", AssistantResponse: "before"}}}
-			prompt := buildUserPrompt(in, cleanTurn(in.Turn, 1<<20, 1<<20))
+			prompt, _ := buildUserPrompt(in, cleanTurn(in.Turn, 1<<20, 1<<20))
 			user, assistant, ok := PromptTurn(prompt)
 			if !ok || user != tt.wantUser || assistant != tt.wantAssistant {
 				t.Errorf("PromptTurn = %q, %q, %v; want %q, %q, true\nprompt:\n%s", user, assistant, ok, tt.wantUser, tt.wantAssistant, prompt)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/memoryd/memoryd/extractor/extractortest"
 )
@@ -101,5 +102,41 @@ func TestReplyDigestSampled(t *testing.T) {
 				t.Errorf("digest %q, want one %v", ReplyDigestOf(err), tt.want)
 			}
 		})
+	}
+}
+
+// TestReplyDigestLeavesTheBackgroundOut: the same invalid replies to the
+// same turn asked with other current facts or other earlier turns of its
+// conversation (a fact another turn saved between two attempts, a turn
+// before it processed meanwhile) are a repeat: the digest covers the
+// turn, the instructions and the replies, not the background the prompt
+// shows as read-only. Before, a fact saved between attempts made a
+// model's identical failure look new, and the turn spent its attempts;
+// a burst's turns sent one a request by jobs of their own, side by side,
+// each saw the others' facts appear between its attempts.
+func TestReplyDigestLeavesTheBackgroundOut(t *testing.T) {
+	t.Parallel()
+	garbage := extractortest.Content("I cannot answer in JSON.")
+	digest := func(in Input) string {
+		t.Helper()
+		srv := extractortest.NewServer(t, garbage, garbage)
+		_, err := newTestLLM(t, srv, nil).Extract(context.Background(), in)
+		if KindOf(err) != KindInvalidOutput {
+			t.Fatalf("Extract: %v, want invalid output", err)
+		}
+		return ReplyDigestOf(err)
+	}
+	first := digest(testInput("I play tennis"))
+	withFact := testInput("I play tennis")
+	withFact.Facts, withFact.FactKeys = map[string]string{"name": "Alice"}, []string{"name"}
+	withPrior := testInput("I play tennis")
+	withPrior.Prior = []Turn{{EventID: "e0", UserMessage: "My name is Alice.", AssistantResponse: "Hi Alice!", Timestamp: testTurnTime.Add(-time.Minute)}}
+	for name, in := range map[string]Input{"a fact saved": withFact, "an earlier turn": withPrior} {
+		if d := digest(in); d != first {
+			t.Errorf("%s: digest %q, want the same replies to the same turn's %q", name, d, first)
+		}
+	}
+	if d := digest(testInput("I play golf")); d == first {
+		t.Errorf("another turn: digest %q, want one of its own", d)
 	}
 }
