@@ -181,8 +181,9 @@ func (d docs) put(token string, data []byte) (call, error) {
 		if err := c.Validate(); err != nil {
 			return nil, badRequest("chunk_tokens: %v", err)
 		}
-		// An overlap over half a chunk is cut to half (documented).
-		req.OverlapTokens = min(req.OverlapTokens, c.MaxTokens/2)
+		// An overlap over half a chunk is cut to half (documented) by the
+		// store, of the collection's chunk: a put leaving chunk_tokens out
+		// names an existing collection's overlap as it was created.
 	}
 	// largest is the largest chunk's tokens, of the last chunking (a
 	// transaction tried again chunks again).

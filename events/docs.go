@@ -57,7 +57,8 @@ type DocsPutRequest struct {
 	// Metadata is a JSON object of at most 4096 bytes, kept as given.
 	Metadata json.RawMessage `json:"metadata,omitempty"`
 	// ChunkTokens and OverlapTokens set the collection's chunking when this
-	// put creates it (default 200 and 30 tokens); ignored afterwards.
+	// put creates it (default 200 and 30 tokens); afterwards 0 or the
+	// collection's own takes the collection's, another is a 400.
 	ChunkTokens   int `json:"chunk_tokens,omitempty"`
 	OverlapTokens int `json:"overlap_tokens,omitempty"`
 }

@@ -147,7 +147,10 @@ type DocumentPut struct {
 	Owner      Owner
 	Collection string
 	// ChunkTokens and OverlapTokens set a collection's chunking when the put
-	// creates it (0: the chunker's defaults, 200 and 30); ignored after.
+	// creates it (0: the chunker's defaults, 200 and 30; an overlap over
+	// half the chunk is cut to half). After, 0 or the collection's own
+	// (cut so) takes the collection's; another is refused
+	// (ErrInvalidDocument), naming both.
 	ChunkTokens, OverlapTokens int
 	// DocID is the document's id in the collection; Source when empty.
 	DocID  string
@@ -357,6 +360,7 @@ func (s *Store) collection(ctx context.Context, o Owner, name string, create boo
 	if overlap == 0 {
 		overlap = min(30, tokens/2)
 	}
+	overlap = min(overlap, tokens/2) // more than half a chunk is cut to half
 	c := Collection{Owner: o, Name: name}
 	// When creating (a put), the row is locked until the transaction ends
 	// (FOR KEY SHARE, as the documents' foreign key takes it), so that a
@@ -432,6 +436,13 @@ func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, erro
 			return fmt.Errorf("put document: %w", InvalidDocument(fmt.Errorf(
 				"collection %q cuts chunks of %d tokens, set when it was created: chunk_tokens %d differs (leave it out to use the collection's; to cut documents to another size, put them into a new collection)",
 				p.Collection, c.ChunkTokens, p.ChunkTokens)))
+		}
+		if p.OverlapTokens != 0 && min(p.OverlapTokens, c.ChunkTokens/2) != c.OverlapTokens {
+			// Likewise: an overlap cut to half of the collection's chunk,
+			// as it was when the collection was created, is its own.
+			return fmt.Errorf("put document: %w", InvalidDocument(fmt.Errorf(
+				"collection %q overlaps its chunks by %d tokens, set when it was created: overlap_tokens %d differs (leave it out to use the collection's; to overlap documents otherwise, put them into a new collection)",
+				p.Collection, c.OverlapTokens, p.OverlapTokens)))
 		}
 		r.Collection = c
 		var hash, status string

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -39,5 +40,38 @@ func TestPutDocumentRefusesWhiteSpace(t *testing.T) {
 	}
 	if docs, err := s.Collections(ctx, alice); err != nil || len(docs) != 0 {
 		t.Fatalf("a refused put left collections %+v (%v)", docs, err)
+	}
+}
+
+// TestPutDocumentRefusesAnotherOverlap: a put naming an overlap_tokens
+// other than its existing collection's is refused, naming both, as
+// another chunk_tokens is. Before, it was taken at the collection's
+// overlap without a word. An overlap over half a chunk is cut to half of
+// the collection's chunk, so naming the one it was created with is no
+// refusal, whatever chunk_tokens the put leaves out.
+func TestPutDocumentRefusesAnotherOverlap(t *testing.T) {
+	ctx, s := setup(t)
+	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "c", DocID: "a", Content: guide, ChunkTokens: 100, OverlapTokens: 20})
+	_, err := s.PutDocument(ctx, store.DocumentPut{Owner: alice, Collection: "c", DocID: "b", Content: guide, OverlapTokens: 40, Chunk: chunkWith})
+	if !errors.Is(err, store.ErrInvalidDocument) || !strings.Contains(err.Error(), "overlap_tokens 40") || !strings.Contains(err.Error(), "20") {
+		t.Fatalf("put with overlap_tokens 40 into a collection of 20: %v, want a refusal naming overlap_tokens and both", err)
+	}
+	if docs, _, err := s.ListDocuments(ctx, alice, "c", "", 10); err != nil || len(docs) != 1 {
+		t.Fatalf("after the refusal: %+v %v, want document a only", docs, err)
+	}
+	for _, n := range []int{0, 20} {
+		if r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "c", DocID: "b", Content: guide + fmt.Sprint(n), OverlapTokens: n}); r.Collection.OverlapTokens != 20 {
+			t.Fatalf("put with overlap_tokens %d: %+v", n, r)
+		}
+	}
+	// Created with an overlap over half its chunk: cut to half (2000).
+	r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "big", DocID: "a", Content: guide, ChunkTokens: 4000, OverlapTokens: 2500})
+	if r.Collection.OverlapTokens != 2000 {
+		t.Fatalf("collection created with chunk 4000, overlap 2500: %+v, want the overlap cut to 2000", r.Collection)
+	}
+	for _, n := range []int{2000, 2500} {
+		if _, err := s.PutDocument(ctx, store.DocumentPut{Owner: alice, Collection: "big", DocID: "b", Content: guide + fmt.Sprint(n), OverlapTokens: n, Chunk: chunkWith}); err != nil {
+			t.Fatalf("put with overlap_tokens %d (cut to the collection's 2000), no chunk_tokens: %v", n, err)
+		}
 	}
 }
