@@ -36,7 +36,9 @@ of at most 768 KiB, each atomic; a bad line is reported with its line
 number and nothing of its request is written. A FILE is first read through
 and refused, with nothing written, when a line is one memoryd refuses (not
 JSON, as in a file cut short mid-line, a field given twice or unknown);
-stdin is sent as it is read. A file cut at a line's end
+stdin is sent as it is read. A FILE is read once: the bytes checked are
+those sent, from a private copy in the temporary directory ($TMPDIR, as
+large as the file) removed when the command ends. A file cut at a line's end
 cannot be told from a whole one: check its line count against what export
 printed. --timeout bounds each request, not the whole import, which takes
 as many as the file needs.`)
@@ -59,33 +61,19 @@ as many as the file needs.`)
 			return err
 		}
 		defer file.Close()
+		in = file
 		// Check a whole regular file before the first request: one cut short
 		// mid-line (an interrupted copy) is refused with nothing written,
 		// where the requests before the cut would have been committed. A
 		// pipe or stdin is read once, as it comes.
 		if fi, err := file.Stat(); err == nil && fi.Mode().IsRegular() {
-			// memoryd's own checks of each line too (a field given twice,
-			// an unknown one): a bad line in a later request committed the
-			// requests before it, then got a 400.
-			err := events.CheckImportWith(bufio.NewReader(file), func(n int, line []byte) error {
-				if err := enricher.CheckImportLine(n, line); err != nil {
-					return &events.InputError{Line: n, Problem: err.Error()}
-				}
-				return nil
-			})
+			checked, remove, err := checkedCopy(file)
 			if err != nil {
-				// Said, as the service's refusal of a line says it.
-				var inErr *events.InputError
-				if errors.As(err, &inErr) {
-					return &events.InputError{Line: inErr.Line, Problem: inErr.Problem + ": the file is refused whole, nothing was imported"}
-				}
 				return err
 			}
-			if _, err := file.Seek(0, io.SeekStart); err != nil {
-				return err
-			}
+			defer remove()
+			in = checked
 		}
-		in = file
 	}
 	c, reqCtx, done, err := o.client(ctx, a)
 	if err != nil {
@@ -110,6 +98,53 @@ as many as the file needs.`)
 	}
 	fmt.Fprintf(a.stdout, "imported into %s (rows written or changed): %s\n", o.user, importCounts(reply))
 	return nil
+}
+
+// checkedCopy reads file once, checking every line as memoryd would (its
+// format and memoryd's own checks of each line: a field given twice, an
+// unknown one), and returns a private temporary copy of the bytes checked,
+// to send, and the function that removes it. Read twice, a file changed
+// between the check and the send (an export still being written, a copy
+// under way) was sent unchecked in part. Memory holds a line at a time;
+// the copy takes the file's size on disk in the temporary directory
+// ($TMPDIR), unlinked at once where the system allows, so that nothing
+// is left behind by a killed command.
+func checkedCopy(file io.Reader) (io.Reader, func(), error) {
+	spool, err := os.CreateTemp("", "memoryd-import-*.jsonl")
+	if err != nil {
+		return nil, nil, fmt.Errorf("a private copy of the file to check and send: %w", err)
+	}
+	name := spool.Name()
+	unlinked := os.Remove(name) == nil // Unix: the open copy stays readable
+	remove := func() {
+		spool.Close()
+		if !unlinked {
+			os.Remove(name)
+		}
+	}
+	w := bufio.NewWriter(spool)
+	err = events.CheckImportWith(bufio.NewReader(io.TeeReader(file, w)), func(n int, line []byte) error {
+		if err := enricher.CheckImportLine(n, line); err != nil {
+			return &events.InputError{Line: n, Problem: err.Error()}
+		}
+		return nil
+	})
+	if err == nil {
+		err = w.Flush()
+	}
+	if err == nil {
+		_, err = spool.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		remove()
+		// Said, as the service's refusal of a line says it.
+		var inErr *events.InputError
+		if errors.As(err, &inErr) {
+			return nil, nil, &events.InputError{Line: inErr.Line, Problem: inErr.Problem + ": the file is refused whole, nothing was imported"}
+		}
+		return nil, nil, fmt.Errorf("a private copy of the file to check and send: %w", err)
+	}
+	return spool, remove, nil
 }
 
 // importCounts names every line type the service counted: a type added to

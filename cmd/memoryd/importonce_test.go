@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
+)
+
+// TestImportSendsTheBytesItChecked: a file changed while it is imported
+// (here, rewritten when memoryd receives the first request) is imported
+// as it was checked. Before, the command checked the file, then read it
+// again to send: the second request carried lines no check had seen.
+func TestImportSendsTheBytesItChecked(t *testing.T) {
+	t.Parallel()
+	nc := eventstest.Conn(t)
+	prefix, _ := eventstest.Names(t, nc)
+	file := filepath.Join(t.TempDir(), "export.jsonl")
+	content := func(word, last string) string {
+		var b strings.Builder
+		b.WriteString(events.ExportHeader + "\n")
+		for i := range 1000 { // about 1 MiB: two requests
+			fmt.Fprintf(&b, `{"type":"context","question":"%s number %d? %s","answer":"Red","created_at":"2026-11-01T10:00:00.000000Z","event_id":"e%d","conversation_id":"","scope":"","extractor":"direct","model":"","prompt_version":""%s}`+"\n",
+				word, i, strings.Repeat("t", 800), i, last)
+		}
+		return b.String()
+	}
+	checked := content("Tomato", "")
+	if err := os.WriteFile(file, []byte(checked), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu   sync.Mutex
+		sent []string
+	)
+	// memoryd's import endpoint, recording the lines: the file is
+	// rewritten before the first request is answered, so after the
+	// command's first read of it.
+	sub, err := nc.Subscribe(prefix+".import.*", func(m *nats.Msg) {
+		var req events.ImportRequest
+		if err := json.Unmarshal(m.Data, &req); err != nil {
+			t.Error(err)
+			return
+		}
+		mu.Lock()
+		first := len(sent) == 0
+		for _, l := range req.Lines[1:] {
+			sent = append(sent, string(l)+"\n")
+		}
+		mu.Unlock()
+		if first {
+			if err := os.WriteFile(file, []byte(content("Potato", `,"colour":"green"`)), 0o644); err != nil {
+				t.Error(err)
+			}
+		}
+		data, _ := json.Marshal(events.ImportReply{Imported: map[string]int64{"context": int64(len(req.Lines) - 1)}, MemoryID: "m1"})
+		_ = m.Respond(data)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runArgs(context.Background(), "import", file, "--user", "bob", "--nats-url", eventstest.URL(), "--prefix", prefix, "--log-format", "json", "--timeout", "1m")
+	if code != 0 || !strings.Contains(out, "context 1000") {
+		t.Errorf("exit %d, %q %q; want 0 and 1000 items", code, out, errOut)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := events.ExportHeader + "\n" + strings.Join(sent, ""); got != checked {
+		n := 0
+		for _, l := range sent {
+			if strings.Contains(l, "Potato") {
+				n++
+			}
+		}
+		t.Errorf("sent %d lines, %d of them from the file rewritten after the check; want the 1000 lines checked", len(sent), n)
+	}
+}
