@@ -119,7 +119,8 @@ func (f *flags) printUsage(w io.Writer) {
 		fmt.Fprintf(w, "\n    \t%s\n", strings.ReplaceAll(usage, "\n", "\n    \t"))
 	})
 	fmt.Fprintf(w, "\nFlags with an env variable may also be set in the configuration file; the others\n"+
-		"apply to this invocation only. Exit status: 0 done, 1 failed, 2 bad flag or argument.\n")
+		"apply to this invocation only. Exit status: 0 done, 1 failed or unavailable, 2 bad flag,\n"+
+		"argument or input (nothing done).\n")
 }
 
 // helpRequest is returned by Parse for -h/--help: run prints the usage on

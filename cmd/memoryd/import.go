@@ -91,6 +91,13 @@ as many as the file needs.`)
 			fmt.Fprintf(a.stderr, "memoryd import: the requests before the failure were imported into %s (rows written or changed): %s; "+
 				"importing the file again imports them once (a longer --timeout if it timed out)\n", o.user, importCounts(reply))
 		}
+		var svcErr *events.ServiceError
+		if errors.As(err, &svcErr) && svcErr.Code == 400 && reply.MemoryID != "" {
+			// A line refused after earlier requests were written: the
+			// import failed part-way (exit 1), where exit 2 says that
+			// nothing was done.
+			return fmt.Errorf("the service refused the request (400): %s", svcErr.Description)
+		}
 		return err
 	}
 	if o.json {

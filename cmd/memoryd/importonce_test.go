@@ -88,3 +88,28 @@ func TestImportSendsTheBytesItChecked(t *testing.T) {
 		t.Errorf("sent %d lines, %d of them from the file rewritten after the check; want the 1000 lines checked", len(sent), n)
 	}
 }
+
+// TestImportRefusedPartWayExitsFailed: an import from stdin whose second
+// request holds a line memoryd refuses (a 400) has had its first request
+// written: exit 1 (failed), not 2, which says a bad flag or argument with
+// nothing done. Before, it exited 2.
+func TestImportRefusedPartWayExitsFailed(t *testing.T) {
+	t.Parallel()
+	_, prefix, _ := startTestEnricher(t)
+	var in strings.Builder
+	in.WriteString(events.ExportHeader + "\n")
+	for i := range 1000 { // about 1 MiB: two requests
+		extra := ""
+		if i == 999 {
+			extra = `,"colour":"Green"`
+		}
+		fmt.Fprintf(&in, `{"type":"context","question":"Tomato number %d? %s","answer":"Red","created_at":"2026-11-01T10:00:00.000000Z","event_id":"e%d","conversation_id":"","scope":"","extractor":"direct","model":"","prompt_version":""%s}`+"\n",
+			i, strings.Repeat("t", 800), i, extra)
+	}
+	var out, errOut strings.Builder
+	code := run(context.Background(), &cli{stdin: strings.NewReader(in.String()), stdout: &out, stderr: &errOut},
+		[]string{"import", "-", "--user", "bob", "--nats-url", eventstest.URL(), "--prefix", prefix, "--log-format", "json", "--timeout", "1m"})
+	if code != 1 || !strings.Contains(errOut.String(), "line 1001") || !strings.Contains(errOut.String(), "requests before the failure were imported") {
+		t.Errorf("exit %d, stderr %q; want 1 naming line 1001 and what was imported", code, errOut.String())
+	}
+}

@@ -5,7 +5,9 @@
 // Usage: memoryd <command> [flags]. Run "memoryd help" for the commands and
 // "memoryd <command> -h" for a command's flags, each with its default and,
 // for settings, its MEMORYD_* environment variable. Exit status: 0 done,
-// 1 failed, 2 bad command, flag or argument.
+// 1 failed (memoryd unavailable, a failure, or a refusal after part of the
+// work was done), 2 bad command, flag, argument or input (refused by the
+// command or by memoryd as malformed, nothing done).
 package main
 
 import (
@@ -144,5 +146,5 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintln(w, "\nRun 'memoryd <command> -h' for a command's flags: settings have a MEMORYD_* environment")
 	fmt.Fprintln(w, "variable, per-invocation arguments (--user, --message, --json, ...) do not.")
-	fmt.Fprintln(w, "Exit status: 0 done, 1 failed, 2 bad command, flag or argument.")
+	fmt.Fprintln(w, "Exit status: 0 done, 1 failed or unavailable, 2 bad command, flag, argument or input (nothing done).")
 }
