@@ -256,6 +256,11 @@ Without --collections the user's default collections' documents are searched
 			names = collectionList(collections) // given: these, or none
 		}
 	})
+	if collections != "" && len(names) == 0 {
+		// Only "" asks for none: " , " is a list of typos, which searched
+		// none silently.
+		return f.usageErr(`--collections %q names no collection (--collections "" searches none; leave it out for the user's defaults)`, collections)
+	}
 	req := events.EnrichRequest{
 		UserID:      o.user,
 		Message:     strings.Join(pos, " "),

@@ -90,3 +90,21 @@ func TestEnrichCollectionsFlag(t *testing.T) {
 		t.Errorf("enrich --collections nosuch: exit %d, stderr %q; want 2 naming the collection", code, errOut)
 	}
 }
+
+// TestEnrichCollectionsOfNoName: `memoryd enrich --collections " , "`
+// names no collection once trimmed: a bad argument (exit 2, naming the
+// flag), not a search of none (exit 0: a list of typos silently left the
+// documents out). --collections "" still searches none.
+func TestEnrichCollectionsOfNoName(t *testing.T) {
+	t.Parallel()
+	_, prefix, _ := startTestEnricher(t)
+	conn := []string{"--user", "alice", "--nats-url", eventstest.URL(), "--prefix", prefix, "--log-format", "json"}
+	for _, bad := range []string{" , ", " ", ","} {
+		if out, errOut, code := runArgs(context.Background(), append([]string{"enrich", "--collections", bad, "my dog?"}, conn...)...); code != 2 || !strings.Contains(errOut, "--collections") {
+			t.Errorf("enrich --collections %q: exit %d, stdout %q, stderr %q; want exit 2 naming --collections", bad, code, out, errOut)
+		}
+	}
+	if _, errOut, code := runArgs(context.Background(), append([]string{"enrich", "--collections", "", "my dog?"}, conn...)...); code != 0 {
+		t.Errorf(`enrich --collections "": exit %d, stderr %q; want 0 (no collection searched)`, code, errOut)
+	}
+}
