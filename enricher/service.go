@@ -14,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/memoryd/memoryd/store"
 )
 
 // SchemaBase is where the JSON Schemas of the endpoints' requests and replies
@@ -424,8 +426,12 @@ func (s *Service) untilQuit(parent context.Context) (context.Context, context.Ca
 
 // haltWait bounds how long Stop waits, past its deadline, for the requests
 // it cancelled to answer. A cancelled query returns at once; this is
-// for a store that does not answer at all.
-const haltWait = 5 * time.Second
+// for a store that does not answer at all, and for a write whose COMMIT
+// was under way, which goes on apart from the request for up to
+// store.CommitBound: waited for less, the connection drained before its
+// answer, and the client saw a timeout for a write that may have been
+// done (a clear sent again then deletes what was written since).
+const haltWait = store.CommitBound + 2*time.Second
 
 // warm makes the store's pool open its connections in the background, so
 // that enrich's budget measures queries, not connection setup: at start, and

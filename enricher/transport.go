@@ -102,6 +102,12 @@ func (s *Service) classify(ep endpoint, err error) (int, string) {
 	case errors.As(err, &oe):
 		s.logger.Warn(msgSchemaRefused, "endpoint", ep.name, "error", oe.Error())
 		return 500, oe.Error()
+	case errors.Is(err, store.ErrCommitUnconfirmed):
+		// Before the deadline case: the commit's own bound passed, not the
+		// request's budget, and the write may have been done.
+		s.logger.Error(msgToolTimedOut, "endpoint", ep.name, "error", err)
+		return 500, "memory store did not confirm the write: its commit was not confirmed within " + store.CommitWait.String() +
+			" and may have been done; read it back before sending it again"
 	case errors.Is(err, context.Canceled) && s.halted.Err() != nil:
 		s.logger.Warn("request cancelled: the service stopped before it was done", "endpoint", ep.name)
 		return 500, "memoryd stopped before this request was done: send it again"

@@ -564,11 +564,11 @@ func (s *Store) Ping(ctx context.Context) error {
 // tx is the same transaction, for River's *Tx methods.
 //
 // Once fn has returned nil, the COMMIT is not cut short by ctx's end (it
-// has commitWait of its own): a request cancelled there (serve's shutdown
+// has CommitWait of its own): a request cancelled there (serve's shutdown
 // halting the requests still running) otherwise returned the cancellation
 // for work that was done, which the server may have committed regardless
 // (TestInTxAnswersWhatItsCommitDid). Its nil says the write was done; an
-// error that the write was not, but for a COMMIT past commitWait whose
+// error that the write was not, but for a COMMIT past CommitWait whose
 // cancel request the server did not act on within closeDelay (the server
 // unreachable or overloaded), which the server may still commit
 // (TestInTxCommitPastItsBoundRollsBack).
@@ -587,14 +587,37 @@ func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx, q *Store) error) (e
 	if err := fn(tx, s.WithTx(tx)); err != nil {
 		return err
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitWait)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CommitWait)
 	defer cancel()
-	return tx.Commit(cctx)
+	if err := tx.Commit(cctx); err != nil {
+		if cctx.Err() != nil {
+			// Not the caller's budget: the commit's own, and what the
+			// server did is not known (TestStopAnswersAWriteWhoseCommitOutlastsTheHalt).
+			return fmt.Errorf("%w within %s: %w", ErrCommitUnconfirmed, CommitWait, err)
+		}
+		return err
+	}
+	return nil
 }
 
-// commitWait bounds a transaction's COMMIT once its work is done, apart
-// from the caller's context: a commit is quick unless the server is lost.
-const commitWait = 5 * time.Second
+// CommitWait bounds a transaction's COMMIT in InTx once its work is done,
+// apart from the caller's context: a commit is quick unless the server is
+// lost.
+const CommitWait = 5 * time.Second
+
+// CommitBound is the longest InTx takes to return once its work is done:
+// the COMMIT's own bound, then the wait for the server to act on its
+// cancel request before the connection is closed. A caller that answers
+// a request with InTx's result (serve's stop) waits this long for the
+// answer after cancelling the request, or the write may be done and
+// never answered.
+const CommitBound = CommitWait + cancelDelay + closeDelay
+
+// ErrCommitUnconfirmed is wrapped by InTx's error when the COMMIT did not
+// return within its bound: the server was asked to roll it back, but may
+// have committed it (one that does not act on the cancel request, or
+// acts after the connection closed).
+var ErrCommitUnconfirmed = errors.New("commit not confirmed")
 
 // WithTx returns a Store whose queries run in tx, for callers that manage
 // the transaction themselves.
