@@ -20,3 +20,15 @@ CREATE TABLE fact_import_clears (
     cleared_at timestamptz NOT NULL,
     PRIMARY KEY (user_id, key, item)
 );
+
+-- A fact history entry is dated when the change is made (clock_timestamp),
+-- not when its transaction began (now()): a write whose transaction began
+-- before another's and changed the fact after that one committed was
+-- dated before it, and the history, in the order recorded, went back in
+-- time (an export, ordered by the date, and its import, put the later
+-- change first). Only the default changes, no row is rewritten; the
+-- lock on fact_history waits at most a second for the serves of the
+-- previous release, as 059's, then the migration is run again
+-- (store.Migrate).
+SET LOCAL lock_timeout = '1s';
+ALTER TABLE fact_history ALTER COLUMN changed_at SET DEFAULT clock_timestamp();
