@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
 )
@@ -286,5 +288,75 @@ func TestClearProcessedClaims(t *testing.T) {
 		if r.by == nil || *r.by != 9 || r.until == nil || !r.until.Equal(*was.until) {
 			t.Errorf("pending turn %s: claim by %v until %v, want job 9's, unchanged", id, r.by, r.until)
 		}
+	}
+}
+
+// TestReleasedTurnsAreTheLiveJobsNotOrphans: a burst's turns that its job
+// released (between its attempts) are no orphans while that job is live:
+// their own jobs ended when they found them claimed, and the job claims
+// them again at its next run. Once it is finished they are. Before, the
+// release made them orphans at once, and the reconciler gave each a job
+// that extracted it beside the burst's next run.
+func TestReleasedTurnsAreTheLiveJobsNotOrphans(t *testing.T) {
+	ctx, s := setup(t)
+	batch := burst(t, ctx, s, "c", 3)
+	var job int64
+	if err := s.Pool().QueryRow(ctx, `INSERT INTO river_job (kind, args, queue, state, max_attempts, attempt, attempted_at)
+		VALUES ('test_extract', '{"owner": "alice", "turn_ids": ["c-0"]}', 'extract', 'retryable', 5, 1, now()) RETURNING id`).Scan(&job); err != nil {
+		t.Fatal(err)
+	}
+	if turns, err := s.ClaimConversationTurns(ctx, claim(job, "c", batch[0].EventID)); err != nil || len(turns) != 3 {
+		t.Fatalf("claim = %d turns, %v; want the burst's 3", len(turns), err)
+	}
+	ids := []string{batch[0].EventID, batch[1].EventID, batch[2].EventID}
+	if err := s.ReleaseClaims(ctx, job, "alice", ids); err != nil {
+		t.Fatal(err)
+	}
+	orphans := func() []string {
+		t.Helper()
+		var got []string
+		err := s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+			o, err := q.OrphanedTurns(ctx, testJobs, 10)
+			for _, t := range o {
+				got = append(got, t.EventID)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := orphans(); len(got) != 0 {
+		t.Fatalf("orphans %v while the job that released them is live; want none", got)
+	}
+	// Released: another job of the conversation claims them at once.
+	if turns, err := s.ClaimConversationTurns(ctx, claim(job+1000, "c", batch[1].EventID)); err != nil || len(turns) != 3 {
+		t.Fatalf("another job claimed %d turns, %v; want the 3 released", len(turns), err)
+	}
+	if err := s.ReleaseClaims(ctx, job+1000, "alice", ids); err != nil {
+		t.Fatal(err)
+	}
+	// No live job of that id: they are orphans, but for the live job's
+	// own turn.
+	if got := orphans(); !slices.Equal(got, ids[1:]) {
+		t.Fatalf("orphans %v once no live job released them; want %v", got, ids[1:])
+	}
+}
+
+// TestClaimOnlyOwn: a claim of its own turns alone (a burst's job sending
+// its turns one a request) takes none of the conversation's other pending
+// turns, and nothing when its own are claimed by another job.
+func TestClaimOnlyOwn(t *testing.T) {
+	ctx, s := setup(t)
+	batch := burst(t, ctx, s, "c", 3)
+	c := claim(1, "c", batch[1].EventID)
+	c.OnlyOwn = true
+	if turns, err := s.ClaimConversationTurns(ctx, c); err != nil || len(turns) != 1 || turns[0].EventID != batch[1].EventID {
+		t.Fatalf("claim of its own turn alone = %+v, %v; want %s", turns, err, batch[1].EventID)
+	}
+	c.JobID = 2
+	if turns, err := s.ClaimConversationTurns(ctx, c); err != nil || len(turns) != 0 {
+		t.Fatalf("claim of its own turn alone, held by another job = %d turns, %v; want none", len(turns), err)
 	}
 }

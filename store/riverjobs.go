@@ -350,7 +350,9 @@ type OrphanedTurn struct {
 
 // OrphanedTurns returns up to limit pending turns, oldest first, that no
 // live extraction job names (River states available, pending, retryable,
-// running, scheduled) and that no debounced burst has claimed, with the
+// running, scheduled), that no debounced burst has claimed, and that no
+// live job released to claim again (ReleaseClaims: a burst's turns
+// between its job's attempts, which their own jobs left to it), with the
 // newest discarded job naming each, among the jobs described by jobs. A job
 // names a turn when it lists the turn's event id and names the turn's user
 // (or no user: a job enqueued before migration 012). It reads the live jobs
@@ -375,11 +377,17 @@ func (s *Store) OrphanedTurns(ctx context.Context, jobs RiverJobs, limit int) ([
 			SELECT DISTINCT coalesce(j.args->>$3::text, '') AS user_id, e.event_id
 			FROM river_job j, jsonb_array_elements_text(j.args->$4::text) AS e(event_id)
 			WHERE j.kind = $1 AND j.state IN ('available', 'pending', 'retryable', 'running', 'scheduled')
+		), live_job AS MATERIALIZED (
+			SELECT id FROM river_job
+			WHERE kind = $1 AND state IN ('available', 'pending', 'retryable', 'running', 'scheduled')
 		), legacy AS MATERIALIZED (
 			SELECT DISTINCT event_id FROM live WHERE user_id = ''
 		), orphan_key AS (
 			SELECT t.user_id, t.event_id FROM turns t
 			WHERE t.status = 'pending' AND (t.claimed_until IS NULL OR t.claimed_until < now())
+			EXCEPT
+			SELECT t.user_id, t.event_id FROM turns t
+			WHERE t.claimed_by IN (SELECT id FROM live_job) AND t.status = 'pending'
 			EXCEPT
 			SELECT user_id, event_id FROM live
 			EXCEPT

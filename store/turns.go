@@ -564,6 +564,10 @@ type Claim struct {
 	ConversationID string
 	// Own lists the job's own turns, claimed first when claimable.
 	Own []string
+	// OnlyOwn claims none but the turns in Own: a burst's job sending its
+	// turns one a request (a split) extracts its own turn alone, and
+	// the conversation's later turns are their own jobs' bursts.
+	OnlyOwn bool
 	// Limit is the most turns claimed; TTL how long the claim lasts unless
 	// released (MarkProcessed, MarkFailed, ReleaseClaims).
 	Limit int
@@ -607,6 +611,7 @@ func (s *Store) ClaimConversationTurns(ctx context.Context, c Claim) ([]Turn, er
 				SELECT event_id FROM turns
 				WHERE user_id = $1 AND conversation_id = $2 AND status = 'pending'
 				  AND (claimed_until IS NULL OR claimed_until < now() OR claimed_by = $6)
+				  AND (NOT $7::bool OR event_id = ANY($3))
 				ORDER BY event_id = ANY($3) DESC, turn_at, event_id
 				LIMIT $4
 			), locked AS (
@@ -620,7 +625,7 @@ func (s *Store) ClaimConversationTurns(ctx context.Context, c Claim) ([]Turn, er
 				WHERE user_id = $1 AND event_id IN (SELECT event_id FROM locked)
 				RETURNING `+turnColumns+`
 			)
-			SELECT * FROM c ORDER BY turn_at, event_id`, c.UserID, c.ConversationID, c.Own, c.Limit, c.TTL, c.JobID)
+			SELECT * FROM c ORDER BY turn_at, event_id`, c.UserID, c.ConversationID, c.Own, c.Limit, c.TTL, c.JobID, c.OnlyOwn)
 		if err != nil {
 			return err
 		}
@@ -636,11 +641,18 @@ func (s *Store) ClaimConversationTurns(ctx context.Context, c Claim) ([]Turn, er
 // ReleaseClaims ends job jobID's claim on the given turns of userID, so that
 // the job's next run, or the job of another turn, can claim them at once.
 // Turns another job claimed meanwhile are left alone.
+//
+// A released turn still names the job (claimed_by, with no claimed_until):
+// the jobs of a burst's other turns ended when they found them claimed, so
+// the job is the one left to extract them at its next run, and while it
+// is live OrphanedTurns leaves them to it. Before, they read as named by
+// no job, and the reconciler gave each a job of its own beside the
+// burst's next run, which claimed them too: the turn was extracted twice.
 func (s *Store) ReleaseClaims(ctx context.Context, jobID int64, userID string, eventIDs []string) error {
 	_, err := s.db.Exec(ctx, `WITH locked AS MATERIALIZED (
 			SELECT event_id FROM turns WHERE user_id = $1 AND event_id = ANY($2) AND claimed_by = $3
 			ORDER BY turn_at, event_id FOR UPDATE)
-		UPDATE turns t SET claimed_until = NULL, claimed_by = NULL
+		UPDATE turns t SET claimed_until = NULL
 		FROM locked l WHERE t.user_id = $1 AND t.event_id = l.event_id AND t.claimed_by = $3`, userID, eventIDs, jobID)
 	if err != nil {
 		return fmt.Errorf("release claims: %w", err)

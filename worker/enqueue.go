@@ -52,6 +52,9 @@ const (
 	sourceRetry     = "retry_failed"
 	sourceReconcile = "reconcile"
 	sourceTakeOver  = "takeover"
+	// sourceBurstSplit: a turn of a conversation's burst whose job sends
+	// its turns one a request (workBurst) from then on.
+	sourceBurstSplit = "burst_split"
 )
 
 // Enqueuer inserts extraction jobs. It is the one place that builds them: the
@@ -258,6 +261,30 @@ func (e *Enqueuer) enqueueDebounced(ctx context.Context, tx pgx.Tx, turns []stor
 		}
 	}
 	return e.insertSoon(ctx, tx, params)
+}
+
+// enqueueSplit inserts a job for each of turns, the turns of one user's
+// conversation's burst that its job hands over as it sends its turns one
+// a request (workBurst): each job claims its own turn alone (metaBurstSplit)
+// and extracts it with its own attempts, available at once.
+func (e *Enqueuer) enqueueSplit(ctx context.Context, tx pgx.Tx, turns []store.Turn) error {
+	base, err := e.opts(sourceBurstSplit)
+	if err != nil {
+		return err
+	}
+	var meta map[string]any
+	if err := json.Unmarshal(base.Metadata, &meta); err != nil {
+		return fmt.Errorf("enqueue extraction: %w", err)
+	}
+	meta[metaBurstSplit] = true
+	if base.Metadata, err = json.Marshal(meta); err != nil {
+		return fmt.Errorf("enqueue extraction: %w", err)
+	}
+	params := make([]river.InsertManyParams, len(turns))
+	for i, t := range turns {
+		params[i] = river.InsertManyParams{Args: ExtractArgs{UserID: t.UserID, EventIDs: []string{t.EventID}, ConversationID: t.ConversationID}, InsertOpts: base}
+	}
+	return e.insert(ctx, tx, params)
 }
 
 // replacement is a new job for the running job of a dead process.

@@ -67,3 +67,10 @@ var ForgetHold = forgetHold
 // RepeatedReplyReason begins the error of a turn failed because the model
 // repeated its invalid replies to the turn's request.
 const RepeatedReplyReason = repeatedReplyReason
+
+// Reconcile runs one reconcile of w (what the periodic reconcile job
+// runs) at once and returns how many pending turns it gave a job.
+func Reconcile(ctx context.Context, w *Worker) (int, error) {
+	rep, err := w.reconcile(ctx)
+	return rep.Requeued, err
+}

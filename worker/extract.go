@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -92,13 +93,10 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 		byUser[t.UserID] = append(byUser[t.UserID], t)
 	}
 	if len(turns) == 0 {
-		if job.Args.ConversationID == "" || !metaTrue(job.Metadata, metaBurstSplit) {
-			return nil // done by an earlier run of this job, or by its burst
-		}
-		// A burst sent one a request (workBurst) whose turns of other
-		// jobs failed at the last run: the burst's pending turns are this
-		// job's to extract (their jobs found them claimed, and ended).
-		byUser[job.Args.UserID] = nil
+		// Done by an earlier run of this job, or by its burst. A burst
+		// sent one a request gave its other turns jobs of their own
+		// (workBurst).
+		return nil
 	}
 	known := make(map[string]*knownFacts, len(byUser))
 	for user, ts := range byUser {
@@ -322,11 +320,17 @@ const priorTurns = 4
 // and stop, leaving them pending. A claim records the job, so a run of the
 // same job takes back a claim it could not release (its process died).
 //
-// So are they once the model gave the burst's request invalid replies at
-// two attempts, the same or not (metaBurstSplit, metaBurstInvalid): a turn
-// of it that derails the model, or a model that cannot follow the batch
-// prompt, then fails that turn alone, or none, where it failed every turn
-// of the burst for good.
+// A released turn still names the job (store.ReleaseClaims), so that the
+// reconciler leaves it to the job's next run while the job is live.
+//
+// Once the model gave the burst's request invalid replies at two attempts,
+// the same or not (splits),
+// the burst's turns are sent one a request: the job keeps its own turns
+// (metaBurstSplit: its next runs claim those alone) and gives each other
+// turn a job of its own as it releases it (splitBurst). A turn of it that
+// derails the model, or a model that cannot follow the batch prompt, then
+// fails that turn alone, or none, where it failed every turn of the burst
+// for good.
 //
 // Once the model server went down with the burst's request in flight
 // (metaModelCrashes), the burst's turns are extracted one a request
@@ -346,8 +350,12 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 	if deadline, ok := ctx.Deadline(); ok {
 		lockTimeout = min(lockTimeout, time.Until(deadline)/2)
 	}
+	// A job sending its burst's turns one a request claims its own turns
+	// alone: it handed the others over (split), and the conversation's
+	// later turns are their own jobs' burst.
+	split := metaTrue(job.Metadata, metaBurstSplit)
 	burst, err := s.ClaimConversationTurns(ctx, store.Claim{JobID: job.ID, UserID: a.UserID, ConversationID: a.ConversationID,
-		Own: a.EventIDs, Limit: extractor.MaxBatchTurns, TTL: e.w.cfg.JobTimeout, LockTimeout: max(lockTimeout, time.Millisecond)})
+		Own: a.EventIDs, OnlyOwn: split, Limit: extractor.MaxBatchTurns, TTL: e.w.cfg.JobTimeout, LockTimeout: max(lockTimeout, time.Millisecond)})
 	if err != nil {
 		return e.fail(ctx, job.JobRow, a.UserID, a.EventIDs, err)
 	}
@@ -360,7 +368,7 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 			e.release(ctx, job.JobRow, a.UserID, ids)
 		}
 	}()
-	if metaCount(job.Metadata, metaModelCrashes) > 0 || metaTrue(job.Metadata, metaBurstSplit) {
+	if metaCount(job.Metadata, metaModelCrashes) > 0 || split {
 		// Each turn with the conversation's earlier ones as context, as
 		// in a job of several turns; the claim keeps the jobs of the
 		// burst's other turns off them meanwhile.
@@ -402,19 +410,26 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 		}
 		e.flushUsage(ctx, usage)
 		invalid := extractor.KindOf(err) == extractor.KindInvalidOutput && !isPermanent(err)
-		if len(burst) > 1 && (repeatsInvalidReply(err, job.JobRow) || invalid && metaTrue(job.Metadata, metaBurstInvalid)) {
-			// The model gave the burst's request invalid replies at an
-			// earlier attempt too (the same ones, which it would give at
-			// every attempt, or others: a sampling model's short refusal
-			// has no digest, and its every attempt failed alike): failing
-			// the burst failed every turn of it for good at its repeat or
-			// its last attempt. Its turns are sent one a request from now
-			// on (this run, and the job's next ones: metaBurstSplit), and
-			// a turn fails for good only for its own request's replies.
-			e.w.logger.Info("model gave invalid replies to a burst's request at two attempts; sending its turns one a request",
-				"job_id", job.ID, "user_id", a.UserID, "turns", len(burst), "error", err)
+		if len(burst) > 1 && invalid && e.splits(job.JobRow, burst, err) {
+			// Failing the burst again would fail every turn of it for
+			// good at its repeat or its last attempt. Its turns are sent
+			// one a request from now on, and a turn fails for good only
+			// for its own request's replies: this job keeps its own
+			// turns (this run, and its next ones: metaBurstSplit), and
+			// the others get a job each, with their own attempts, in the
+			// transaction that releases them (splitBurst).
+			e.w.logger.Info("model gave invalid replies to a burst's request; sending its turns one a request",
+				"job_id", job.ID, "user_id", a.UserID, "turns", len(burst), "attempt", job.Attempt, "error", err)
+			own, serr := e.splitBurst(ctx, job, burst)
+			if serr != nil {
+				return e.fail(ctx, job.JobRow, a.UserID, ids, serr)
+			}
 			_ = river.MetadataSet(ctx, metaBurstSplit, true)
-			return e.extractEach(ctx, job, ex, over, burst, ids, known)
+			ids = unprocessed(own) // the others' claims ended with the split
+			if len(own) == 0 {
+				return nil
+			}
+			return e.extractEach(ctx, job, ex, over, own, ids, known)
 		}
 		if invalid && len(burst) > 1 {
 			_ = river.MetadataSet(ctx, metaBurstInvalid, true)
@@ -448,6 +463,46 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 		return e.fail(ctx, job.JobRow, a.UserID, ids, err)
 	}
 	return nil
+}
+
+// splits reports whether a burst job whose burst's request (of burst, its
+// claimed turns) got invalid replies (err) sends the burst's turns one a
+// request: when this job attempted the burst before (the same replies as
+// at its last attempt, metaInvalidReply, or others, metaBurstInvalid).
+func (e *extractWorker) splits(job *rivertype.JobRow, burst []store.Turn, err error) bool {
+	return repeatsInvalidReply(err, job) || metaTrue(job.Metadata, metaBurstInvalid)
+}
+
+// splitBurst hands the turns of burst that are not job's own over to a job
+// each (Enqueuer.enqueueSplit), in the transaction that releases the job's
+// claim on them, and returns the job's own. Before, the job went on to
+// send them all itself, and a turn of them that failed was left released
+// and named by no job: the reconciler gave it one, beside the job's next
+// run, which claimed it again (two extractions of the turn), and that
+// run claimed the conversation's later turns too.
+func (e *extractWorker) splitBurst(ctx context.Context, job *river.Job[ExtractArgs], burst []store.Turn) (own []store.Turn, err error) {
+	args := job.Args
+	var others []store.Turn
+	for _, t := range burst {
+		if slices.Contains(args.EventIDs, t.EventID) {
+			own = append(own, t)
+		} else {
+			others = append(others, t)
+		}
+	}
+	if len(others) == 0 {
+		return own, nil
+	}
+	err = e.w.cfg.Store.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
+		if err := q.ReleaseClaims(ctx, job.ID, args.UserID, unprocessed(others)); err != nil {
+			return err
+		}
+		return e.w.enq.enqueueSplit(ctx, tx, others)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("split burst: %w", err)
+	}
+	return own, nil
 }
 
 // keepUnsaved holds the results of done, which a save could not store

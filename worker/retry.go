@@ -124,8 +124,9 @@ const (
 	metaInvalidReply = "memoryd_invalid_reply"
 	// metaBurstSplit is true on a conversation's burst job whose request
 	// got invalid replies at two attempts (the same: metaInvalidReply, or
-	// not: metaBurstInvalid): its turns are sent one a request from then
-	// on (workBurst).
+	// not: metaBurstInvalid): its turns are sent one a request from then on, each by a
+	// job of its own (workBurst), which carries it too, and which claims
+	// its own turns alone.
 	metaBurstSplit = "memoryd_burst_split"
 	// metaBurstInvalid is true on a conversation's burst job whose request
 	// got invalid replies at an attempt: at a second, whatever the

@@ -1,0 +1,205 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/extractor/extractortest"
+	"github.com/memoryd/memoryd/worker"
+)
+
+// reconcileOnFailure is an Observer that runs a reconcile (as the
+// periodic one may, at any moment) as each extraction run that will be
+// retried ends, before River sees its end: the moment a burst's turns
+// are released.
+type reconcileOnFailure struct {
+	t        testing.TB
+	ctx      context.Context
+	w        atomic.Pointer[worker.Worker]
+	requeued atomic.Int64
+	// calls is armed once a reconcile gave a turn a job.
+	calls *turnCalls
+}
+
+func (r *reconcileOnFailure) TurnRejected(string)     {}
+func (r *reconcileOnFailure) Pruned(int64)            {}
+func (r *reconcileOnFailure) Redacted(string, string) {}
+func (r *reconcileOnFailure) Extracted(_ time.Duration, _ int, outcome string) {
+	w := r.w.Load()
+	if outcome != "retry" || w == nil {
+		return
+	}
+	n, err := worker.Reconcile(r.ctx, w)
+	if err != nil {
+		r.t.Errorf("reconcile: %v", err)
+	}
+	if n > 0 {
+		r.requeued.Add(int64(n))
+		r.calls.arm()
+	}
+}
+
+// turnCalls counts the model's one-turn requests by turn, and holds one
+// back, once armed, until a second request for the same turn comes (two
+// jobs extracting the turn side by side), or for at most a minute.
+type turnCalls struct {
+	mu    sync.Mutex
+	cond  *sync.Cond
+	calls map[int]int
+	armed bool
+}
+
+func newTurnCalls() *turnCalls {
+	c := &turnCalls{calls: map[int]int{}}
+	c.cond = sync.NewCond(&c.mu)
+	return c
+}
+
+func (c *turnCalls) call(turn int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls[turn]++
+	n := c.calls[turn]
+	c.cond.Broadcast()
+	if c.armed && n == 1 {
+		stop := time.AfterFunc(time.Minute, func() {
+			c.mu.Lock()
+			c.armed = false
+			c.cond.Broadcast()
+			c.mu.Unlock()
+		})
+		defer stop.Stop()
+		for c.armed && c.calls[turn] < 2 {
+			c.cond.Wait()
+		}
+	}
+	return n
+}
+
+func (c *turnCalls) arm() {
+	c.mu.Lock()
+	c.armed = true
+	c.mu.Unlock()
+}
+
+func (c *turnCalls) get() map[int]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[int]int, len(c.calls))
+	for k, v := range c.calls {
+		out[k] = v
+	}
+	return out
+}
+
+var catsRe = regexp.MustCompile(`I have (\d+) cats`)
+
+// TestBurstSplitExtractsEachTurnOnce: a conversation's burst whose
+// request gets invalid replies at two attempts has its turns sent one a
+// request, each once, with a reconcile run after every failed run: each
+// turn costs one model call of its own and keeps one context item. The
+// jobs of the burst's other turns ended when they found them claimed.
+// Before, a reconcile after the burst's failed attempt found those turns
+// released and named by no job and gave each a job, which extracted them
+// beside the burst's next run, which claimed and extracted them too (two
+// calls a turn); and at the split the burst's job went on to extract
+// every turn itself, leaving a turn that failed to the reconciler again.
+func TestBurstSplitExtractsEachTurnOnce(t *testing.T) {
+	e := setup(t)
+	srv := extractortest.NewServer(t)
+	var batchCalls atomic.Int64
+	calls := newTurnCalls()
+	// Once a reconcile gave a turn a job, a one-turn request waits for a
+	// second one for the same turn: the burst's job extracting it too.
+	obs := &reconcileOnFailure{t: t, ctx: e.ctx, calls: calls}
+	srv.SetHandler(func(req openai.ChatCompletionRequest) extractortest.Reply {
+		text, _, ok := extractor.PromptTurn(req.Messages[len(req.Messages)-1].Content)
+		if !ok { // the burst's request
+			if batchCalls.Add(1) == 1 {
+				// The jobs of the burst's other turns run now, find
+				// their turns claimed, and end.
+				e.exec(`UPDATE river_job SET state = 'available', scheduled_at = now() WHERE kind = $1 AND state = 'scheduled'`, worker.ExtractJobKind)
+				e.waitFor("the other turns' jobs ended", func() (bool, string) {
+					var n int
+					err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND state = 'completed'`, worker.ExtractJobKind).Scan(&n)
+					return err == nil && n == 2, fmt.Sprint(n, err)
+				})
+			}
+			return extractortest.Content("I am sorry, I can only answer in prose.")
+		}
+		m := catsRe.FindStringSubmatch(text)
+		if m == nil {
+			t.Errorf("a one-turn request of no turn of the burst: %q", text)
+			return extractortest.Content(`{"facts":{}}`)
+		}
+		turn, _ := strconv.Atoi(m[1])
+		n := calls.call(turn)
+		// A model that words its answer otherwise at each call.
+		return extractortest.Content(fmt.Sprintf(`{"facts":{"name":"Alice"},"context":[{"q":"How many cats do I have?","a":"%d cats (call %d)"}]}`, turn, n))
+	})
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turns, ids := poisonTurns("", "b", 3, -1, "c1")
+	insertBurst(t, e, turns, ids)
+	w, _ := e.startWorker(llm, func(c *worker.Config) {
+		c.MaxAttempts = 5
+		c.Observer = obs
+	})
+	obs.w.Store(w)
+	st := e.waitDone(3)
+	if st.TurnsProcessed != 3 {
+		t.Errorf("stats %+v, want the burst's 3 turns processed", st)
+	}
+	if n := obs.requeued.Load(); n != 0 {
+		t.Errorf("reconciles gave %d of the burst's turns a job of their own; want none (each had one)", n)
+	}
+	if b := batchCalls.Load(); b != 4 {
+		t.Errorf("%d calls for the burst's request, want 4 (two attempts, two calls each)", b)
+	}
+	for turn, n := range calls.get() {
+		if n != 1 {
+			t.Errorf("turn b%d: %d one-turn requests, want 1", turn, n)
+		}
+	}
+	if got := len(calls.get()); got != 3 {
+		t.Errorf("%d turns got a one-turn request, want 3", got)
+	}
+	rows, err := e.store.Pool().Query(e.ctx, `SELECT event_id, count(*) FROM context WHERE user_id = 'u' GROUP BY event_id ORDER BY event_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	items := map[string]int{}
+	for rows.Next() {
+		var id string
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			t.Fatal(err)
+		}
+		items[id] = n
+	}
+	for _, id := range ids {
+		if items[id] != 1 {
+			t.Errorf("turn %s: %d context items, want 1", id, items[id])
+		}
+	}
+}
+
+// onOutcome is an Observer calling f with each extraction run's outcome.
+type onOutcome struct{ f func(outcome string) }
+
+func (o *onOutcome) TurnRejected(string)                              {}
+func (o *onOutcome) Pruned(int64)                                     {}
+func (o *onOutcome) Redacted(string, string)                          {}
+func (o *onOutcome) Extracted(_ time.Duration, _ int, outcome string) { o.f(outcome) }
