@@ -14,6 +14,7 @@ import (
 
 	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/extractor/extractortest"
+	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/worker"
 )
 
@@ -193,6 +194,104 @@ func TestBurstSplitExtractsEachTurnOnce(t *testing.T) {
 		if items[id] != 1 {
 			t.Errorf("turn %s: %d context items, want 1", id, items[id])
 		}
+	}
+}
+
+// TestBurstTakenByAnotherTurnsJobSplits: a conversation's burst whose
+// request got invalid replies from its job, then taken by the job of
+// another of its turns (its first job waiting out its backoff), is sent
+// one a request at that job's first attempt: the burst's attempts are its
+// turns', whichever job made them. Before, each job kept its own count
+// and last digest, so the second job's attempt failed the burst again and
+// its turns waited for yet another attempt (and the last failed every
+// turn for good).
+func TestBurstTakenByAnotherTurnsJobSplits(t *testing.T) {
+	e := setup(t)
+	srv := extractortest.NewServer(t)
+	var batchCalls, turnCalls atomic.Int64
+	srv.SetHandler(func(req openai.ChatCompletionRequest) extractortest.Reply {
+		if _, _, ok := extractor.PromptTurn(req.Messages[len(req.Messages)-1].Content); !ok {
+			// Otherwise at each call: no repeat to go by.
+			return extractortest.Content(fmt.Sprintf("I am sorry, I can only answer in prose (%d).", batchCalls.Add(1)))
+		}
+		turnCalls.Add(1)
+		return extractortest.Content(`{"facts":{"name":"Alice"}}`)
+	})
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turns, ids := poisonTurns("", "b", 3, -1, "c1")
+	insertBurst(t, e, turns, ids)
+	var once sync.Once
+	obs := &onOutcome{f: func(outcome string) {
+		if outcome == "retry" {
+			// The first job waits an hour for its retry; b1's job, due
+			// now, takes the burst.
+			once.Do(func() {
+				e.exec(`UPDATE river_job SET state = 'available', scheduled_at = now() WHERE kind = $1 AND args->'event_ids' ? 'b1'`, worker.ExtractJobKind)
+			})
+		}
+	}}
+	e.start(llm, func(c *worker.Config) {
+		c.MaxAttempts = 5
+		c.JobRetryBase = time.Hour
+		c.Observer = obs
+	})
+	var st store.UserStats
+	e.waitFor("the burst's turns processed, or b1's job failed it", func() (bool, string) {
+		var err error
+		if st, err = e.store.Stats(e.ctx, "u"); err != nil {
+			return false, err.Error()
+		}
+		var retryable int
+		if err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND state = 'retryable' AND args->'event_ids' ? 'b1'`,
+			worker.ExtractJobKind).Scan(&retryable); err != nil {
+			return false, err.Error()
+		}
+		return st.TurnsProcessed == 3 || retryable > 0, fmt.Sprintf("%+v, b1's job retryable: %d", st, retryable)
+	})
+	if st.TurnsProcessed != 3 {
+		t.Fatalf("stats %+v: b1's job failed the burst at its first attempt instead of sending its turns one a request", st)
+	}
+	if b, o := batchCalls.Load(), turnCalls.Load(); b != 4 || o != 3 {
+		t.Errorf("calls: %d for the burst, %d for its turns; want 4 (an attempt of each job), 3", b, o)
+	}
+}
+
+// TestBurstInvalidAtItsLastAttemptSplits: a burst whose request gets
+// invalid replies at its job's last attempt (--max-attempts 1 here) sends
+// its turns one a request rather than failing every turn of it for good:
+// each turn gets a request, and an attempt, of its own.
+func TestBurstInvalidAtItsLastAttemptSplits(t *testing.T) {
+	e := setup(t)
+	srv := extractortest.NewServer(t)
+	var batchCalls, turnCalls atomic.Int64
+	srv.SetHandler(func(req openai.ChatCompletionRequest) extractortest.Reply {
+		if _, _, ok := extractor.PromptTurn(req.Messages[len(req.Messages)-1].Content); !ok {
+			batchCalls.Add(1)
+			return extractortest.Content("I am sorry, I can only answer in prose.")
+		}
+		turnCalls.Add(1)
+		return extractortest.Content(`{"facts":{"name":"Alice"}}`)
+	})
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turns, ids := poisonTurns("", "b", 3, -1, "c1")
+	insertBurst(t, e, turns, ids)
+	e.start(llm, func(c *worker.Config) { c.MaxAttempts = 1 })
+	st := e.waitDone(3)
+	if st.TurnsProcessed != 3 {
+		failed, _ := e.store.FailedTurns(e.ctx, "u", 10)
+		for _, f := range failed {
+			t.Errorf("failed: %s attempts=%d %q", f.EventID, f.Attempts, f.LastError)
+		}
+		t.Fatalf("stats %+v, want the burst's 3 turns processed", st)
+	}
+	if b, o := batchCalls.Load(), turnCalls.Load(); b != 2 || o != 3 {
+		t.Errorf("calls: %d for the burst, %d for its turns; want 2 (one attempt), 3", b, o)
 	}
 }
 

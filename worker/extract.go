@@ -324,7 +324,7 @@ const priorTurns = 4
 // reconciler leaves it to the job's next run while the job is live.
 //
 // Once the model gave the burst's request invalid replies at two attempts,
-// the same or not (splits),
+// the same or not, of this job or another's, or at this job's last (splits),
 // the burst's turns are sent one a request: the job keeps its own turns
 // (metaBurstSplit: its next runs claim those alone) and gives each other
 // turn a job of its own as it releases it (splitBurst). A turn of it that
@@ -467,10 +467,22 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 
 // splits reports whether a burst job whose burst's request (of burst, its
 // claimed turns) got invalid replies (err) sends the burst's turns one a
-// request: when this job attempted the burst before (the same replies as
-// at its last attempt, metaInvalidReply, or others, metaBurstInvalid).
+// request: when the burst was attempted before, by this job (the same
+// replies as at its last attempt, metaInvalidReply, or others,
+// metaBurstInvalid) or by another (a turn of it has a failed attempt
+// recorded: the jobs of a burst's turns take it in turn, each with
+// metadata of its own, and a repeat or a second attempt seen by no one
+// job failed every turn at the last attempt), and when this attempt is the
+// job's last, at which the burst failed whole for good: sent one a
+// request, each turn gets an attempt of its own first.
 func (e *extractWorker) splits(job *rivertype.JobRow, burst []store.Turn, err error) bool {
-	return repeatsInvalidReply(err, job) || metaTrue(job.Metadata, metaBurstInvalid)
+	if repeatsInvalidReply(err, job) || metaTrue(job.Metadata, metaBurstInvalid) {
+		return true
+	}
+	if slices.ContainsFunc(burst, func(t store.Turn) bool { return t.Attempts > 0 }) {
+		return true
+	}
+	return job.Attempt >= jobAttempts(job.MaxAttempts, job.Metadata, e.w.cfg.MaxAttempts)
 }
 
 // splitBurst hands the turns of burst that are not job's own over to a job

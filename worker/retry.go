@@ -124,7 +124,8 @@ const (
 	metaInvalidReply = "memoryd_invalid_reply"
 	// metaBurstSplit is true on a conversation's burst job whose request
 	// got invalid replies at two attempts (the same: metaInvalidReply, or
-	// not: metaBurstInvalid): its turns are sent one a request from then on, each by a
+	// not: metaBurstInvalid, or another job's: the turns' attempts) or at
+	// its last: its turns are sent one a request from then on, each by a
 	// job of its own (workBurst), which carries it too, and which claims
 	// its own turns alone.
 	metaBurstSplit = "memoryd_burst_split"
@@ -416,8 +417,9 @@ const rateLimitBackoffMax = time.Minute
 //     mistake at every attempt: before, each spent two calls, ten for a
 //     turn with --max-attempts 5, where two attempts (four calls) show
 //     it. (A conversation's burst whose one request repeats its replies,
-//     or gets invalid ones at two attempts, is not failed: workBurst
-//     sends its turns one a request instead.)
+//     or gets invalid ones at two attempts, of any job of its turns, or
+//     at its job's last, is not failed: workBurst sends its turns one a
+//     request instead.)
 //   - anything else: the error itself, so that River retries with its
 //     backoff. That includes extractor.KindTransient, errors that are not
 //     the extractor's (Postgres refusing a statement), and extractor.KindInvalidOutput
