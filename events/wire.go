@@ -424,6 +424,9 @@ type ForgetReply struct {
 	Jobs         int64  `json:"jobs"`
 	StreamEvents uint64 `json:"stream_events"`
 	DeadLetters  uint64 `json:"dead_letters"`
+	// Documents counts the documents of the user's own collections
+	// deleted (absent from a server of an earlier release).
+	Documents int64 `json:"documents"`
 }
 
 // ---- Issue 16 item 7: managing context items by id (memory.context.*) ----

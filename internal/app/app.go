@@ -669,7 +669,7 @@ func (e *OpsListenError) Unwrap() error { return e.Err }
 // memory.forget reply.
 func forgetReply(r worker.ForgetResult) events.ForgetReply {
 	return events.ForgetReply{Facts: r.Facts, FactHistory: r.FactHistory, Context: r.Context, Turns: r.Turns,
-		Jobs: r.Jobs, StreamEvents: r.StreamEvents, DeadLetters: r.DeadLetters}
+		Jobs: r.Jobs, StreamEvents: r.StreamEvents, DeadLetters: r.DeadLetters, Documents: r.Documents}
 }
 
 // logJobSize warns when the job size asked for is over what a job can
