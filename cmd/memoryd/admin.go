@@ -169,8 +169,8 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 		}
 		return nil
 	}
-	fmt.Fprintf(a.stdout, "read %d events (%d invalid, %d opted out), %d turns enqueued for extraction in %s\n",
-		p.Read, p.Invalid, p.OptedOut, p.Enqueued, p.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(a.stdout, "read %s (%d invalid, %d opted out), %s enqueued for extraction in %s\n",
+		app.Plural(int64(p.Read), "event", "events"), p.Invalid, p.OptedOut, plural(p.Enqueued, "turn", "turns"), p.Elapsed.Round(time.Millisecond))
 	sayNoneInScope(a, p, ro)
 	if p.Forgotten > 0 {
 		fmt.Fprintf(a.stdout, "%d events skipped: a forget of their user covers them (one ran beside the replay, one's stream side did not finish, or the stream came back from a backup older than the forget); they stay forgotten, and %d are no longer in the stream (deleted now, or by the forget already)\n", p.Forgotten, p.ForgottenDeleted)
@@ -181,7 +181,7 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 	}
 	reportResets(a, p)
 	if reset {
-		fmt.Fprintf(a.stdout, "reset removed %d facts and %d context items\n", p.Removed.Facts, p.Removed.Context)
+		fmt.Fprintf(a.stdout, "reset removed %s and %s\n", app.Plural(p.Removed.Facts, "fact", "facts"), app.Plural(p.Removed.Context, "context item", "context items"))
 		if u := p.Unreplayable; u.Items > 0 {
 			fmt.Fprintf(a.stdout, "of what it removed, %d items (of %d user(s)) came from %d recorded turns the stream no longer holds: they are gone for good (--allow-loss)\n",
 				u.Items, u.Users, u.Turns)

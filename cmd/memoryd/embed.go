@@ -165,9 +165,4 @@ stdout.`)
 }
 
 // plural is n with the noun's singular or plural form.
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
-}
+func plural(n int, one, many string) string { return app.Plural(int64(n), one, many) }

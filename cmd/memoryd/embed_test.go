@@ -160,7 +160,7 @@ func TestEmbedBackfillEndsWhenTheServerRefusesAText(t *testing.T) {
 		store.ContextWrite{UserID: "alice", Question: "home town", Answer: "Paris"})
 	srv.RefuseContaining("POISON")
 	out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--user", "alice", "--embed-base-url", srv.URL, "--embed-model", "m1")
-	if code != 1 || !strings.Contains(errOut, "1 context items and 0 document chunks have no m1 vector and no embed job is left") {
+	if code != 1 || !strings.Contains(errOut, "1 context item and 0 document chunks have no m1 vector and no embed job is left") {
 		t.Fatalf("embed exited %d\nstdout:\n%s\nstderr:\n%s\nwant exit 1 naming the item left without a vector", code, out, errOut)
 	}
 	if n, err := s.CountEmbeddings(context.Background(), "alice", "m1"); err != nil || n != (store.EmbeddingCount{Items: 3, Embedded: 2, Refused: 1}) {
@@ -178,7 +178,7 @@ func TestEmbedBackfillEndsWhenTheServerRefusesAText(t *testing.T) {
 		t.Errorf("backfill again sent %d requests, want 1 (its test text)", n)
 	}
 	out, errOut, code = runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--user", "alice", "--retry-refused", "--embed-base-url", srv.URL, "--embed-model", "m1")
-	if code != 1 || !strings.Contains(out, "1 item without a m1 vector to embed") || !strings.Contains(errOut, "but for the 1 items and 0 document chunks whose text it refused as input") ||
+	if code != 1 || !strings.Contains(out, "1 item without a m1 vector to embed") || !strings.Contains(errOut, "but for the 1 item and 0 document chunks whose text it refused as input") ||
 		!strings.Contains(out, "1 item the embeddings server refused before sent again (--retry-refused)") {
 		t.Errorf("backfill --retry-refused: exit %d\nstdout:\n%s\nstderr:\n%s\nwant the refused item sent again, and refused again", code, out, errOut)
 	}
@@ -207,7 +207,7 @@ func TestEmbedBackfillEndsWhenTheServerRefusesATextWithoutAServe(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatalf("embed --backfill still waiting after a minute (exit %d)\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
-	if code != 1 || !strings.Contains(errOut.String(), "1 context items and 0 document chunks have no m1 vector and no embed job is left") {
+	if code != 1 || !strings.Contains(errOut.String(), "1 context item and 0 document chunks have no m1 vector and no embed job is left") {
 		t.Fatalf("embed exited %d\nstdout:\n%s\nstderr:\n%s\nwant exit 1 naming the item left without a vector", code, out.String(), errOut.String())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/memoryd/memoryd/internal/app"
 	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/worker"
 )
@@ -80,8 +81,8 @@ func pruneError(rep worker.PruneReport, limit int64) error {
 
 // printPrune writes a prune's report in a few lines.
 func printPrune(a *cli, rep worker.PruneReport) {
-	fmt.Fprintf(a.stdout, "removed %d context items for size and %d over the per-user cap; cleared the text of %d turns (%d bytes)\n",
-		rep.RemovedForSize, rep.RemovedForCap, rep.TurnTextsCleared, rep.TurnTextBytes)
+	fmt.Fprintf(a.stdout, "removed %s for size and %d over the per-user cap; cleared the text of %s (%d bytes)\n",
+		app.Plural(int64(rep.RemovedForSize), "context item", "context items"), rep.RemovedForCap, app.Plural(int64(rep.TurnTextsCleared), "turn", "turns"), rep.TurnTextBytes)
 	if rep.TurnTextsClearedForSize > 0 {
 		fmt.Fprintf(a.stdout, "cleared the text of %d more turns (%d bytes) for size, before any context item: the stream keeps it, a replay writes it back\n",
 			rep.TurnTextsClearedForSize, rep.TurnTextBytesForSize)

@@ -392,10 +392,19 @@ type NotEmbeddedError struct {
 }
 
 func (e *NotEmbeddedError) Error() string {
-	return fmt.Sprintf("%d context items and %d document chunks have no %s vector and no embed job is left for them: "+
+	return fmt.Sprintf("%s and %s have no %s vector and no embed job is left for them: "+
 		"the embeddings server refused them (a text it does not take: see the log of the process that ran the jobs) or their jobs ran out of attempts; "+
 		"they are searched by their words meanwhile, and the hourly sweep (or memoryd embed --backfill) tries them again%s",
-		max(e.Items, 0), e.Chunks, e.Model, e.refusedNote())
+		Plural(max(e.Items, 0), "context item", "context items"), Plural(e.Chunks, "document chunk", "document chunks"), e.Model, e.refusedNote())
+}
+
+// Plural is n with the noun's singular or plural form: "1 context item",
+// "2 context items", for the counts the commands print.
+func Plural(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // refusedNote is what Error says of the items recorded as refused.
@@ -403,6 +412,6 @@ func (e *NotEmbeddedError) refusedNote() string {
 	if e.Refused <= 0 && e.ChunksRefused <= 0 {
 		return ""
 	}
-	return fmt.Sprintf(", but for the %d items and %d document chunks whose text it refused as input: recorded as refused, they are left out until their text or the model changes "+
-		"(memoryd embed --backfill --retry-refused sends them again, once the server takes longer texts)", e.Refused, e.ChunksRefused)
+	return fmt.Sprintf(", but for the %s and %s whose text it refused as input: recorded as refused, they are left out until their text or the model changes "+
+		"(memoryd embed --backfill --retry-refused sends them again, once the server takes longer texts)", Plural(e.Refused, "item", "items"), Plural(e.ChunksRefused, "document chunk", "document chunks"))
 }
