@@ -564,10 +564,58 @@ func decodeMetadata(raw json.RawMessage) (any, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, invalid("metadata", "malformed JSON")
 	}
+	// A map keeps the last of a key given twice, silently: refused, as a
+	// turn's own field given twice is (other parsers keep the first).
+	if path := repeatedMetadataKey(json.NewDecoder(bytes.NewReader(raw)), ""); path != "" {
+		return nil, invalid("metadata", "key %q is given twice: parsers keep one or the other", path)
+	}
 	if err := checkNumbers(v); err != nil {
 		return nil, err
 	}
 	return v, nil
+}
+
+// repeatedMetadataKey reads one JSON value from dec (valid JSON, nested
+// at most MaxMetadataDepth, checked before) and returns the path of the
+// first object key given twice in it, at any depth ("a.b", "tags[2].id"),
+// or "". Keys are compared exactly, escapes decoded: metadata keys are the
+// frontend's own, case-sensitive.
+func repeatedMetadataKey(dec *json.Decoder, path string) string {
+	tok, err := dec.Token()
+	if err != nil {
+		return ""
+	}
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]bool{}
+		for dec.More() {
+			k, err := dec.Token()
+			key, ok := k.(string)
+			if err != nil || !ok {
+				return ""
+			}
+			sub := key
+			if path != "" {
+				sub = path + "." + key
+			}
+			if seen[key] {
+				return sub
+			}
+			seen[key] = true
+			if p := repeatedMetadataKey(dec, sub); p != "" {
+				return p
+			}
+		}
+		_, _ = dec.Token() // the closing brace
+	case json.Delim('['):
+		for i := 0; dec.More(); i++ {
+			if p := repeatedMetadataKey(dec, fmt.Sprintf("%s[%d]", path, i)); p != "" {
+				return p
+			}
+		}
+		_, _ = dec.Token()
+	}
+	return ""
 }
 
 // Limits on metadata numbers. Postgres keeps metadata as jsonb, whose
