@@ -30,3 +30,25 @@ func TestDecodeRefusesMetadataKeyGivenTwice(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeRefusesANumberForAString: a bare number where the protocol's
+// table and turn_event.json say string (an id, a user id, a text) is
+// invalid, naming the field, never converted: a frontend sending a numeric
+// user id learns it at once, rather than meeting another user's "42".
+func TestDecodeRefusesANumberForAString(t *testing.T) {
+	base := map[string]string{"id": `"e1"`, "user_id": `"alice"`, "user_message": `"hi"`, "timestamp": `"2026-11-21T10:00:00Z"`}
+	for _, field := range []string{"id", "user_id", "conversation_id", "user_message", "assistant_response", "scope"} {
+		var b strings.Builder
+		b.WriteString("{")
+		for k, v := range base {
+			if k != field {
+				b.WriteString(`"` + k + `":` + v + ",")
+			}
+		}
+		b.WriteString(`"` + field + `":42}`)
+		_, err := events.Decode([]byte(b.String()))
+		if want := field + ": must be string, not number"; !errors.Is(err, events.ErrInvalid) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", b.String(), err, want)
+		}
+	}
+}
