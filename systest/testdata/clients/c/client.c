@@ -411,8 +411,8 @@ int main(void)
     {
         snprintf(body, sizeof(body), "{\"user_id\":\"%s\"}", user);
         char *rep = must_request(nc, "forget", body);
-        const char *keys[] = {"facts", "fact_history", "context", "turns", "jobs", "stream_events", "dead_letters"};
-        for (int i = 0; i < 7; i++)
+        const char *keys[] = {"facts", "fact_history", "context", "turns", "jobs", "stream_events", "dead_letters", "documents"};
+        for (int i = 0; i < 8; i++)
             if (jnum(rep, keys[i], -1) < 0) fail("forget reply lacks %s: %s", keys[i], rep);
         if (jnum(rep, "context", 0) < 2 || jnum(rep, "turns", 0) < 2 || jnum(rep, "stream_events", 0) < 2)
             fail("forget deleted too little: %s", rep);
