@@ -292,7 +292,9 @@ func (c *Client) Embed(ctx context.Context, texts []string) ([][]float32, error)
 				continue
 			}
 			if dims != 0 && len(v) != dims {
-				return nil, newError(KindTransient, "dimensions changed within one call from %d to %d", dims, len(v))
+				e := newError(KindTransient, "dimensions changed within one call from %d to %d", dims, len(v))
+				e.MixedDims = true
+				return nil, e
 			}
 			dims = len(v)
 		}
@@ -409,7 +411,9 @@ func (c *Client) request(ctx context.Context, batch []string) (vs [][]float32, b
 			continue
 		}
 		if dims != 0 && len(d.Embedding.v) != dims {
-			return nil, nil, newError(KindTransient, "reply mixes dimensions %d and %d", dims, len(d.Embedding.v))
+			e := newError(KindTransient, "reply mixes dimensions %d and %d", dims, len(d.Embedding.v))
+			e.MixedDims = true
+			return nil, nil, e
 		}
 		dims = len(d.Embedding.v)
 		vs[d.Index] = d.Embedding.v

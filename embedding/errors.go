@@ -110,6 +110,10 @@ type Error struct {
 	// non-finite entry, or all zero); Embed returned the others' vectors
 	// with the error. Empty for any other error.
 	Unusable []int
+	// MixedDims is set when one call's vectors came in two sizes (one
+	// reply, or two of its requests): maybe the server's answer to some
+	// of its texts (MixedDims).
+	MixedDims bool
 	// tooLarge is set on llama.cpp's 500 for an input over its physical
 	// batch, a refusal of the input as a 413 is (RefusedInput).
 	tooLarge bool
@@ -123,6 +127,15 @@ func UnusableOf(err error) []int {
 		return e.Unusable
 	}
 	return nil
+}
+
+// MixedDims reports whether err is a call's vectors coming in two sizes
+// ([Error.MixedDims]): a server whose answer's size depends on the text
+// (a proxy routing some inputs to another model) answers those texts so
+// every time, which their batch's halves find.
+func MixedDims(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.MixedDims
 }
 
 // RefusedInput reports whether err is the server refusing a request's

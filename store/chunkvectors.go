@@ -284,7 +284,8 @@ func refusedChunks(d, modelParam string) string {
 
 // SaveChunkEmbeddingRefusals records that the embeddings server refused
 // the texts of the document's chunks idx (of its content of hash) for
-// model, so that MissingChunkEmbeddings (the sweep, a backfill) and
+// model (as input, or answered with vectors of other dimensions than
+// the model's), so that MissingChunkEmbeddings (the sweep, a backfill) and
 // ChunkEmbeddingTargets leave them out until the document's content or
 // the model changes. Nothing is recorded when the document no longer
 // holds that content. It returns how many were recorded. It locks as

@@ -449,7 +449,8 @@ type EmbeddingRefusal struct {
 }
 
 // SaveEmbeddingRefusals records that the embeddings server refused the
-// items' texts for model, so that MissingEmbeddings (the sweep, a
+// items' texts for model (as input, or by answering them with vectors of
+// other dimensions than the model's: no vector it can use either), so that MissingEmbeddings (the sweep, a
 // backfill) leaves them out until the item's text changes (another
 // content hash) or the model does. A refusal of an item gone, or of text
 // it no longer holds, is skipped. It returns how many were recorded.

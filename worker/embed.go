@@ -926,6 +926,13 @@ func (w *Worker) embedTexts(ctx context.Context, what string, texts []string, is
 		}
 		return vs, err
 	}
+	n, other, err := w.otherDimsRefused(ctx, cut, vs, gaveUp)
+	if err != nil {
+		return nil, err
+	}
+	if refused += n; refusal == nil {
+		refusal = other
+	}
 	if refused == len(texts) {
 		if gaveUp != nil && !controlled && !w.controlEmbedded(ctx) {
 			// Every text refused, and so is controlText: the server
@@ -936,7 +943,7 @@ func (w *Worker) embedTexts(ctx context.Context, what string, texts []string, is
 		return nil, refusal
 	}
 	if refused > 0 {
-		w.logger.Warn("the embeddings server refused some texts alone, or answered them with unusable vectors; they stay lexical-only (the next sweep tries them again, but for context items refused as input: recorded as refused)",
+		w.logger.Warn("the embeddings server refused some texts alone, or answered them with unusable vectors or vectors of other dimensions than the model's; they stay lexical-only (the next sweep tries them again, but for context items refused as input: recorded as refused)",
 			"what", what, "refused", refused, "embedded", len(texts)-refused-lost.n, "error", refusal)
 	}
 	if err := w.checkDims(ctx, vs); err != nil {
@@ -1091,6 +1098,60 @@ func (w *Worker) checkDims(ctx context.Context, vs [][]float32) error {
 	return nil
 }
 
+// otherDimsRefused finds the texts of vs answered with vectors of other
+// dimensions than those recorded for the model, while the control text is
+// answered in them, and every such text again in the same other size,
+// twice: the server answers these texts so (a proxy routing some inputs
+// to another model), not a model changed behind the name (checkDims says
+// so) or between two requests. They are left without a vector and
+// recorded as refused (gaveUp), as a text refused as input is, so that
+// the sweep stops sending them; a model's new dimensions (embed
+// --backfill --dims) forget the refusals. It returns how many and why.
+// Not confirmed, or without gaveUp, vs is left as it is for checkDims.
+func (w *Worker) otherDimsRefused(ctx context.Context, texts []string, vs [][]float32, gaveUp []bool) (int, error, error) {
+	i := slices.IndexFunc(vs, func(v []float32) bool { return v != nil })
+	if gaveUp == nil || i < 0 {
+		return 0, nil, nil
+	}
+	model := w.cfg.Embedder.Model()
+	want, err := w.cfg.Store.EmbeddingDims(ctx, model, len(vs[i]))
+	if err != nil {
+		return 0, nil, err
+	}
+	var odd []int
+	var oddTexts []string
+	for j, v := range vs {
+		if v != nil && len(v) != want {
+			if len(odd) > 0 && len(v) != len(vs[odd[0]]) {
+				return 0, nil, nil // two other sizes: not these texts' answer
+			}
+			odd, oddTexts = append(odd, j), append(oddTexts, texts[j])
+		}
+	}
+	if len(odd) == 0 {
+		return 0, nil, nil
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), controlTimeout)
+	defer cancel()
+	if cvs, err := w.cfg.Embedder.Embed(cctx, []string{controlText}); err != nil || len(cvs) != 1 || len(cvs[0]) != want {
+		return 0, nil, nil
+	}
+	other := len(vs[odd[0]])
+	for range 2 {
+		again, err := w.cfg.Embedder.Embed(ctx, oddTexts)
+		if err != nil || len(again) != len(oddTexts) ||
+			slices.ContainsFunc(again, func(v []float32) bool { return len(v) != other }) {
+			return 0, nil, nil
+		}
+	}
+	for _, j := range odd {
+		vs[j], gaveUp[j] = nil, true
+	}
+	return len(odd), &embedding.Error{Kind: embedding.KindPermanent, Reason: fmt.Sprintf(
+		"the server answers %d texts with vectors of %d dimensions, the model %q's are %d (and the control text's)",
+		len(odd), other, model, want)}, nil
+}
+
 // embedSplitting embeds texts into out (len(out) == len(texts)), halving
 // a batch the server refuses as input (and, with isolate, one it fails
 // on: failedOnInput); it returns how many texts were refused alone (their
@@ -1101,7 +1162,11 @@ func (w *Worker) checkDims(ctx context.Context, vs [][]float32) error {
 // long, a server failing every request) and is returned at once, rather
 // than halving down to every text (2n-1 requests).
 func embedSplitting(ctx context.Context, emb Embedder, texts []string, out [][]float32, gaveUp []bool, probe, isolate bool, lost *lostTexts) (refused int, refusal, err error) {
-	textual := func(err error) bool { return embedding.RefusedInput(err) || (isolate && failedOnInput(err)) }
+	// A batch answered in two sizes is halved too: the texts answered in
+	// another size than their model's are then found (otherDimsRefused).
+	textual := func(err error) bool {
+		return embedding.RefusedInput(err) || (isolate && failedOnInput(err)) || embedding.MixedDims(err)
+	}
 	vs, err := emb.Embed(ctx, texts)
 	switch {
 	case (err == nil || len(embedding.UnusableOf(err)) > 0) && len(vs) != len(texts):

@@ -71,6 +71,8 @@ type Server struct {
 	crashRetry     string // their Retry-After, when set
 	answerN        int    // requests still to answer with crashStatus
 	altDims        int    // when > 0, answered requests alternate between dims and altDims
+	otherDimsWith  string // when set, an input holding it is answered with a vector of otherDims
+	otherDims      int
 	answered       int    // requests answered with vectors, counted for altDims
 	crashAnswered  bool   // the crashing request itself is answered with crashStatus, not cut off
 	key            string // SetKey's
@@ -302,6 +304,16 @@ func (s *Server) AlternateDims(d int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.altDims, s.answered = d, 0
+}
+
+// OtherDimsContaining makes later replies answer every input that
+// contains text with a vector of d dimensions, the others' keeping the
+// server's: a server whose answer's size depends on the text (a proxy
+// routing some inputs to another model). OtherDimsContaining("", 0) ends it.
+func (s *Server) OtherDimsContaining(text string, d int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.otherDimsWith, s.otherDims = text, d
 }
 
 // Fail makes every later request fail with status (and a Retry-After
@@ -537,6 +549,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			dims = s.altDims
 		}
 	}
+	otherWith, other := s.otherDimsWith, s.otherDims
 	s.mu.Unlock()
 	if req.Dimensions > 0 {
 		dims = req.Dimensions // shortened on request, as OpenAI's text-embedding-3-*
@@ -553,7 +566,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		Data   []embedding `json:"data"`
 	}{Object: "list", Model: req.Model}
 	for i, text := range req.Input {
-		v := vectorOf(words(text, aliases), dims)
+		d := dims
+		if otherWith != "" && strings.Contains(text, otherWith) {
+			d = other
+		}
+		v := vectorOf(words(text, aliases), d)
 		if garbage {
 			clear(v)
 		}
