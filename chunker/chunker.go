@@ -102,8 +102,8 @@ type Chunk struct {
 var ErrNotText = errors.New("chunker: document is not UTF-8 text")
 
 // Split cuts src into chunks (see the package documentation). cfg is
-// defaulted and validated. A document of headings and blank lines only has
-// no chunk.
+// defaulted and validated. A document of headings, front matter and
+// blank lines only has no chunk (docs.put refuses it).
 func Split(src string, cfg Config) ([]Chunk, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {

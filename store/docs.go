@@ -469,6 +469,11 @@ func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, erro
 			if cut, err = p.Chunk(c, p.Content); err != nil {
 				return fmt.Errorf("chunk document: %w", err)
 			}
+			if len(cut) == 0 {
+				// Headings or front matter only: stored, nothing of it
+				// would ever be found, and an ok would say otherwise.
+				return InvalidDocument(errors.New("document content has no text outside its headings and front matter: nothing to search (a chunk is the text under a heading)"))
+			}
 			r.Status, r.Chunks = DocReady, len(cut)
 		}
 		if _, err := q.db.Exec(ctx, `

@@ -75,3 +75,28 @@ func TestPutDocumentRefusesAnotherOverlap(t *testing.T) {
 		}
 	}
 }
+
+// TestPutDocumentRefusesNoText: a document of headings or YAML front
+// matter only, which the chunker cuts into no chunk, is refused (a 400
+// from docs.put) with nothing written, as white space is. Before, it was
+// stored "ready" with 0 chunks and answered ok: nothing of it was ever
+// found, and nothing said so.
+func TestPutDocumentRefusesNoText(t *testing.T) {
+	ctx, s := setup(t)
+	for name, content := range map[string]string{
+		"headings":     "# Handbook\n\n## Secrets\n\nRotating keys\n=============\n",
+		"front matter": "---\ntitle: \"Section index\"\nweight: 10\n---\n",
+		"both":         "---\ntitle: Index\n---\n\n# Overview\n",
+	} {
+		_, err := s.PutDocument(ctx, store.DocumentPut{Owner: alice, Collection: "c", DocID: "d", Content: content, Chunk: chunkWith})
+		if !errors.Is(err, store.ErrInvalidDocument) || !strings.Contains(err.Error(), "no text outside its headings") {
+			t.Errorf("put of %s only: %v, want a refusal saying it has no text outside its headings", name, err)
+		}
+	}
+	if docs, err := s.Collections(ctx, alice); err != nil || len(docs) != 0 {
+		t.Fatalf("refused puts left collections %+v (%v)", docs, err)
+	}
+	if r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "c", DocID: "d", Content: "# Handbook\n\nOne line.\n"}); r.Chunks != 1 {
+		t.Fatalf("a heading and a line: %+v, want 1 chunk", r)
+	}
+}
