@@ -194,7 +194,7 @@ func (d docs) put(token string, data []byte) (call, error) {
 			cs, err := ChunkDocument(c, content)
 			largest = 0
 			for _, ch := range cs {
-				largest = max(largest, chunker.Tokens(ch.Text))
+				largest = max(largest, chunkInjectionTokens(ch.Text))
 			}
 			return cs, err
 		},

@@ -368,6 +368,24 @@ func indentLines(s, indent string) string {
 	return strings.ReplaceAll(s, "\n", "\n"+indent)
 }
 
+// chunkInjectionTokens is the most tokens a document chunk's text takes in
+// an injection of any format (estimateTokens): its lines as
+// neutralizeLines keeps them (a leading tab four spaces), escaped and
+// indented under its entry as the format writes them. Its entry's frame
+// and citation are not counted. docs.put's largest_chunk_tokens, which
+// counted the stored text, said a chunk of tab-indented code fitted a
+// budget that its injection was twice.
+func chunkInjectionTokens(text string) int {
+	lines := neutralizeLines(text)
+	n := 0
+	for _, f := range []struct{ special, indent string }{
+		{inlineItemSpecial, inlineIndent}, {systemSpecial, systemIndent}, {markdownSpecial, systemIndent},
+	} {
+		n = max(n, estimateTokens(indentLines(escape(lines, f.special), f.indent)))
+	}
+	return n
+}
+
 func cleanChunks(chunks []events.DocumentChunk) []cleanChunk {
 	out := make([]cleanChunk, len(chunks))
 	for i, c := range chunks {

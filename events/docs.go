@@ -78,10 +78,11 @@ type DocsPutReply struct {
 	Searchable bool   `json:"searchable"`
 	Chunks     int    `json:"chunks"`
 	JobID      int64  `json:"job_id,omitempty"`
-	// LargestChunkTokens is the tokens of the document's largest chunk
-	// (chunker.Tokens, as enrich's budget counts) when this put chunked
-	// it; absent otherwise. A chunk over a request's max_tokens is never
-	// injected by enrich.
+	// LargestChunkTokens is the tokens of the document's largest chunk as
+	// enrich's budget counts it in an injection (its lines' indentation
+	// and escapes, a leading tab as four spaces; not its citation) when
+	// this put chunked it; absent otherwise. A chunk over a request's
+	// max_tokens is never injected by enrich.
 	LargestChunkTokens int `json:"largest_chunk_tokens,omitempty"`
 }
 
