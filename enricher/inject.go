@@ -361,6 +361,48 @@ func neutralizeLines(s string) string {
 	return b.String()
 }
 
+// escapeChunk is escape for a document chunk's text (neutralizeLines')
+// in the system and markdown formats: its fenced code, the fence lines
+// and the lines between (CommonMark's: a run of three or more backticks
+// or tildes indented at most three spaces, closed by a run as long of
+// the same), is left as written when the chunk has several lines. The code reaches the model as the
+// document has it, where "x \:= 1" or "a\_b" was another program; its
+// separators forge nothing there: every line of a chunk but its first
+// is indented under its entry, and a source or citation needs a square
+// bracket, which neutralize turns into a parenthesis.
+func escapeChunk(s, special string) string {
+	// One line: its source or mark follows it on the line, where an
+	// unescaped backslash would take the separator.
+	if !strings.Contains(s, "\n") || !strings.Contains(s, "```") && !strings.Contains(s, "~~~") {
+		return escape(s, special)
+	}
+	var b strings.Builder
+	fence := ""
+	for i, line := range strings.Split(s, "\n") {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		trimmed := strings.TrimLeft(line, " ")
+		inFence := fence != ""
+		switch {
+		case len(line)-len(trimmed) > 3:
+		case fence != "":
+			if strings.HasPrefix(trimmed, fence) && strings.TrimRight(strings.Trim(trimmed, fence[:1]), " ") == "" {
+				fence = ""
+			}
+		case strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~"):
+			c := trimmed[:1]
+			fence, inFence = strings.Repeat(c, len(trimmed)-len(strings.TrimLeft(trimmed, c))), true
+		}
+		if inFence {
+			b.WriteString(line)
+		} else {
+			b.WriteString(escape(line, special))
+		}
+	}
+	return b.String()
+}
+
 // indentLines puts indent before each line of s after the first: a
 // chunk's lines stay under its entry, none at the injection's margin
 // where a line could read as a new item, section or heading.
@@ -377,11 +419,9 @@ func indentLines(s, indent string) string {
 // budget that its injection was twice.
 func chunkInjectionTokens(text string) int {
 	lines := neutralizeLines(text)
-	n := 0
-	for _, f := range []struct{ special, indent string }{
-		{inlineItemSpecial, inlineIndent}, {systemSpecial, systemIndent}, {markdownSpecial, systemIndent},
-	} {
-		n = max(n, estimateTokens(indentLines(escape(lines, f.special), f.indent)))
+	n := estimateTokens(indentLines(escape(lines, inlineItemSpecial), inlineIndent))
+	for _, special := range []string{systemSpecial, markdownSpecial} {
+		n = max(n, estimateTokens(indentLines(escapeChunk(lines, special), systemIndent)))
 	}
 	return n
 }
@@ -455,7 +495,7 @@ func renderDocs(format string, facts []cleanFact, items []cleanItem, chunks []cl
 				if strings.Contains(c.text, "\n") {
 					sep = "\n" + systemIndent
 				}
-				fmt.Fprintf(&b, "%d. %s%s(source: [%d] %s)\n", n, indentLines(escape(c.text, systemSpecial), systemIndent), sep, i+1, c.cite(systemSpecial+citeSpecial))
+				fmt.Fprintf(&b, "%d. %s%s(source: [%d] %s)\n", n, indentLines(escapeChunk(c.text, systemSpecial), systemIndent), sep, i+1, c.cite(systemSpecial+citeSpecial))
 			}
 		}
 		return strings.TrimSuffix(b.String(), "\n")
@@ -480,7 +520,7 @@ func renderDocs(format string, facts []cleanFact, items []cleanItem, chunks []cl
 		if len(chunks) > 0 {
 			b.WriteString("\n### Documents\n")
 			for i, c := range chunks {
-				text := escape(c.text, markdownSpecial)
+				text := escapeChunk(c.text, markdownSpecial)
 				if !strings.Contains(text, "\n") {
 					fmt.Fprintf(&b, "%d. %s [%d]\n   _Relevance %.2f_\n", i+1, text, i+1, c.score)
 					continue

@@ -137,7 +137,7 @@ func TestRenderDocsKeepsLines(t *testing.T) {
 			"  \\|---\\|---\\|\n" +
 			"  - item (x)\n]"},
 		{events.FormatSystem, events.SystemPreamble + "\n\nRetrieved documents:\n1. ```go\n" +
-			"   for i \\:= 0; i < n; i++ { // count\n" +
+			"   for i := 0; i < n; i++ { // count\n" + // code as written (inject_code_test.go)
 			"       sum += i\n" +
 			"   }\n" +
 			"   ```\n" +

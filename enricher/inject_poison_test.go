@@ -140,12 +140,14 @@ func readSystemAll(text string) (readBack, error) {
 	for i := 1; i < len(lines); i++ {
 		line := lines[i]
 		// A document of several lines: its lines after the first indented
-		// by three spaces, its source on the last.
+		// by three spaces, its source on the last (srcAt: where it is
+		// joined; its text's fenced code is not escaped).
+		srcAt := -1
 		for section == "Retrieved documents:" && i+1 < len(lines) && strings.HasPrefix(lines[i+1], "   ") {
 			i++
 			sep := "\n"
-			if strings.HasPrefix(lines[i], "   (source: ") && (i+1 == len(lines) || !strings.HasPrefix(lines[i+1], "   ")) {
-				sep = " "
+			if strings.HasPrefix(lines[i], "   (source: [") && (i+1 == len(lines) || !strings.HasPrefix(lines[i+1], "   ")) {
+				sep, srcAt = " ", len(line)
 			}
 			line += sep + strings.TrimPrefix(lines[i], "   ")
 		}
@@ -204,9 +206,15 @@ func readSystemAll(text string) (readBack, error) {
 			out.items = append(out.items, [2]string{unescape(q), unescape(a)})
 			out.srcs = append(out.srcs, src)
 		case "Retrieved documents:":
-			t, cite, err := cut2(body, " (source: ")
-			if err != nil {
+			var t, cite string
+			var err error
+			if srcAt >= 0 {
+				head := len(line) - len(body) - 1 // "N. " before body, ")" after it
+				t, cite = unescapeChunk(body[:srcAt-head]), body[srcAt-head+len(" (source: "):]
+			} else if t, cite, err = cut2(body, " (source: "); err != nil {
 				return out, err
+			} else {
+				t = unescape(t)
 			}
 			cite, ok := strings.CutPrefix(cite, fmt.Sprintf("[%d] ", len(out.chunks)+1))
 			if !ok {
@@ -216,7 +224,7 @@ func readSystemAll(text string) (readBack, error) {
 			if err != nil {
 				return out, err
 			}
-			c.text = unescape(t)
+			c.text = t
 			out.chunks = append(out.chunks, c)
 		default:
 			return out, fmt.Errorf("line %q outside a section", line)
@@ -311,7 +319,7 @@ func readMarkdownAll(text string) (readBack, error) {
 				if mk := readMdLast.FindStringSubmatch(lines[i]); mk == nil || mk[1] != fmt.Sprint(len(out.chunks)+1) || mk[1] != m[1] {
 					return out, fmt.Errorf("document line %q", lines[i])
 				}
-				out.chunks = append(out.chunks, readChunk{text: unescape(txt)})
+				out.chunks = append(out.chunks, readChunk{text: unescapeChunk(txt)})
 				continue
 			}
 			m := readMdDoc.FindStringSubmatch(line)
@@ -468,4 +476,33 @@ func TestInjectionReadsBackCases(t *testing.T) {
 			t.Errorf("%s: control characters kept: %q", format, text)
 		}
 	}
+}
+
+// unescapeChunk is unescape for a system or markdown document chunk of
+// several lines, whose fenced code (a fence line, the lines to the
+// closing one) is written as it is (docs/protocol.md, "Documents in
+// enrich").
+func unescapeChunk(s string) string {
+	if !strings.Contains(s, "\n") {
+		return unescape(s)
+	}
+	lines := strings.Split(s, "\n")
+	fence := ""
+	for i, l := range lines {
+		t := strings.TrimLeft(l, " ")
+		code := fence != ""
+		switch {
+		case len(l)-len(t) > 3:
+		case fence != "":
+			if strings.HasPrefix(t, fence) && strings.TrimRight(strings.Trim(t, fence[:1]), " ") == "" {
+				fence = ""
+			}
+		case strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~"):
+			fence, code = strings.Repeat(t[:1], len(t)-len(strings.TrimLeft(t, t[:1]))), true
+		}
+		if !code {
+			lines[i] = unescape(l)
+		}
+	}
+	return strings.Join(lines, "\n")
 }

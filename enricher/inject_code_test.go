@@ -1,0 +1,34 @@
+package enricher
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/memoryd/memoryd/events"
+)
+
+// TestRenderDocsCodeAsWritten: a document chunk's fenced code reaches the
+// model as written in the system and markdown formats: no backslash
+// before its ":", "*", "_" or "\", which the text around it still gets.
+// Before, system wrote "x \:= 1" and "http\://", markdown "a\_b" and
+// "\*p", and both doubled the code's backslashes. Inline escapes "|" in
+// code too: its items are separated by " | ", lines or not.
+func TestRenderDocsCodeAsWritten(t *testing.T) {
+	t.Parallel()
+	code := "x := parse(\"a_b\", *p) // see http://h:1/\\n\nprintln(a | b)"
+	chunk := events.DocumentChunk{Source: "go.md", ChunkIndex: 0, Score: 0.5,
+		Text: "Note: see a_b.\n\n```go\n" + code + "\n```\n\n~~~\n*ptr_x: 1\n~~~\nAfter: *done*"}
+	tests := []struct{ format, want string }{
+		{events.FormatSystem, "1. Note\\: see a_b.\n   ```go\n   x := parse(\"a_b\", *p) // see http://h:1/\\n\n   println(a | b)\n   ```\n" +
+			"   ~~~\n   *ptr_x: 1\n   ~~~\n   After\\: *done*\n   (source: [1] go.md, chunk 0)"},
+		{events.FormatMarkdown, "1. Note: see a\\_b.\n   ```go\n   x := parse(\"a_b\", *p) // see http://h:1/\\n\n   println(a | b)\n   ```\n" +
+			"   ~~~\n   *ptr_x: 1\n   ~~~\n   After: \\*done\\*\n   [1] _Relevance 0.50_"},
+		{events.FormatInline, "```go\n  x := parse(\"a_b\", *p) // see http://h:1/\\\\n\n  println(a \\| b)\n  ```"},
+	}
+	for _, tt := range tests {
+		got := renderDocs(tt.format, nil, nil, cleanChunks([]events.DocumentChunk{chunk}))
+		if !strings.Contains(got, tt.want) {
+			t.Errorf("%s:\n got %q\nwant it to hold %q", tt.format, got, tt.want)
+		}
+	}
+}
