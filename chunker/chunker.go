@@ -8,7 +8,9 @@
 // blocks (paragraphs, lists, fenced code) where one fits, else between
 // sentences (also after 。！？), else between lines of code, else between
 // words, and only a word longer than a chunk is cut inside. A fenced code
-// block that fits is never cut. Consecutive chunks of one section overlap
+// block or a table that fits is never cut, nor does an overlap start
+// inside one. A line indented four columns or more (a tab is to the next
+// multiple of four) opens no fence and is no heading, as in CommonMark. Consecutive chunks of one section overlap
 // by up to Config.Overlap tokens of whole sentences (whole words when the
 // last sentence is longer), so that a fact stated across a cut is whole in
 // one of them.
@@ -284,24 +286,30 @@ func sections(src string) []section {
 		line := strings.TrimRight(src[pos:end], "\r")
 		lineE := pos + len(line)
 		trimmed := strings.TrimSpace(line)
+		// indent is the leading spaces' bytes (offsets), col the
+		// indentation's columns, a tab to the next multiple of four
+		// (CommonMark): a line indented by a tab is indented code, no
+		// fence or heading (a tab-indented shell example's "# comment"
+		// was a heading of the chunks after it).
 		indent := len(line) - len(strings.TrimLeft(line, " "))
+		col := columns(line)
 		switch {
 		case fence != "":
-			if indent <= 3 && strings.HasPrefix(trimmed, fence) && strings.Trim(trimmed, fence[:1]) == "" {
+			if col <= 3 && strings.HasPrefix(trimmed, fence) && strings.Trim(trimmed, fence[:1]) == "" {
 				cur.blocks = append(cur.blocks, codeBlock(src, span{codeS, lineE}, fence))
 				fence = ""
 			}
-		case indent <= 3 && (strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~")):
+		case col <= 3 && (strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~")):
 			closePara()
 			c := trimmed[:1]
 			fence = c + strings.Repeat(c, len(trimmed)-len(strings.TrimLeft(trimmed, c))-1)
 			codeS = pos + indent
 		case trimmed == "":
 			closePara()
-		case indent <= 3 && atxLevel(trimmed) > 0:
+		case col <= 3 && atxLevel(trimmed) > 0:
 			lv := atxLevel(trimmed)
 			heading(lv, plainTitle(atxTitle(trimmed, lv)))
-		case indent <= 3 && para >= 0 && lines == 1 && setext(trimmed) > 0 && !listLine(src[para:paraE]):
+		case col <= 3 && para >= 0 && lines == 1 && setext(trimmed) > 0 && !listLine(src[para:paraE]):
 			// Not under a list item, quote or table row: there "---" is a
 			// thematic break and "===" a quote's lazy continuation line
 			// (CommonMark), not an underline making the item a heading.
@@ -322,6 +330,23 @@ func sections(src string) []section {
 	}
 	closeSection()
 	return out
+}
+
+// columns is the width of line's indentation: a space one column, a tab
+// to the next multiple of four.
+func columns(line string) int {
+	n := 0
+	for _, c := range []byte(line) {
+		switch c {
+		case ' ':
+			n++
+		case '\t':
+			n += 4 - n%4
+		default:
+			return n
+		}
+	}
+	return n
 }
 
 // codeBlock is the fenced code block at sp, opened and closed by fence.
@@ -545,8 +570,9 @@ func setext(t string) int {
 // segment is a unit chunks are cut between: a sentence, a line of code, a
 // list item or table row, or a piece of one too long for a chunk. first
 // marks a block's first segment (a better place to cut); code a code
-// block kept whole, which an overlap must not start inside of (its tail
-// would open with its closing fence, which opens a fence there).
+// block or table kept whole, which an overlap must not start inside of
+// (a code block's tail would open with its closing fence, which opens a
+// fence there; a table's with rows no header names).
 type segment struct {
 	span
 	first, code bool
@@ -557,8 +583,11 @@ func segments(src string, blocks []block, max int) []segment {
 	var out []segment
 	for _, b := range blocks {
 		var parts []span
+		whole := b.code || b.head > 0 // a code block or a table
 		switch {
-		case b.code && Tokens(src[b.s:b.e]) <= max:
+		case whole && Tokens(src[b.s:b.e]) <= max:
+			// Not cut: a table cut between rows, not continued
+			// (continues), left a chunk of rows without its header.
 			parts = []span{b.span}
 		case b.code, b.head > 0 && Tokens(src[b.s:b.e]) > max:
 			// A table too long for a chunk is cut between rows, as
@@ -567,7 +596,7 @@ func segments(src string, blocks []block, max int) []segment {
 		default:
 			parts = sentences(src, b.span)
 		}
-		firstOfBlock, whole := true, b.code && len(parts) == 1
+		firstOfBlock, whole := true, whole && len(parts) == 1
 		for _, p := range parts {
 			for _, q := range fit(src, p, max) {
 				out = append(out, segment{span: q, first: firstOfBlock, code: whole})
