@@ -433,16 +433,16 @@ func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, erro
 		if p.ChunkTokens != 0 && p.ChunkTokens != c.ChunkTokens {
 			// Its documents are cut one way: taking the collection's size
 			// without a word left the caller believing in its own.
-			return fmt.Errorf("put document: %w", InvalidDocument(fmt.Errorf(
+			return InvalidDocument(fmt.Errorf(
 				"collection %q cuts chunks of %d tokens, set when it was created: chunk_tokens %d differs (leave it out to use the collection's; to cut documents to another size, put them into a new collection)",
-				p.Collection, c.ChunkTokens, p.ChunkTokens)))
+				p.Collection, c.ChunkTokens, p.ChunkTokens))
 		}
 		if p.OverlapTokens != 0 && min(p.OverlapTokens, c.ChunkTokens/2) != c.OverlapTokens {
 			// Likewise: an overlap cut to half of the collection's chunk,
 			// as it was when the collection was created, is its own.
-			return fmt.Errorf("put document: %w", InvalidDocument(fmt.Errorf(
+			return InvalidDocument(fmt.Errorf(
 				"collection %q overlaps its chunks by %d tokens, set when it was created: overlap_tokens %d differs (leave it out to use the collection's; to overlap documents otherwise, put them into a new collection)",
-				p.Collection, c.OverlapTokens, p.OverlapTokens)))
+				p.Collection, c.OverlapTokens, p.OverlapTokens))
 		}
 		r.Collection = c
 		var hash, status string

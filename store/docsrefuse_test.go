@@ -17,7 +17,10 @@ func TestPutDocumentRefusesAnotherChunkSize(t *testing.T) {
 	ctx, s := setup(t)
 	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "c", DocID: "a", Content: guide, ChunkTokens: 100})
 	_, err := s.PutDocument(ctx, store.DocumentPut{Owner: alice, Collection: "c", DocID: "b", Content: guide, ChunkTokens: 300, Chunk: chunkWith})
-	if !errors.Is(err, store.ErrInvalidDocument) || !strings.Contains(err.Error(), "chunk_tokens 300") || !strings.Contains(err.Error(), "100") {
+	// "put document: " once: docs.put's 400 drops it; twice, the second
+	// was in the message (`docs put` printed it).
+	if !errors.Is(err, store.ErrInvalidDocument) || !strings.Contains(err.Error(), "chunk_tokens 300") || !strings.Contains(err.Error(), "100") ||
+		strings.Count(err.Error(), "put document:") != 1 {
 		t.Fatalf("put with chunk_tokens 300 into a collection of 100: %v, want a refusal naming chunk_tokens and both sizes", err)
 	}
 	if docs, _, err := s.ListDocuments(ctx, alice, "c", "", 10); err != nil || len(docs) != 1 {
@@ -53,7 +56,8 @@ func TestPutDocumentRefusesAnotherOverlap(t *testing.T) {
 	ctx, s := setup(t)
 	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "c", DocID: "a", Content: guide, ChunkTokens: 100, OverlapTokens: 20})
 	_, err := s.PutDocument(ctx, store.DocumentPut{Owner: alice, Collection: "c", DocID: "b", Content: guide, OverlapTokens: 40, Chunk: chunkWith})
-	if !errors.Is(err, store.ErrInvalidDocument) || !strings.Contains(err.Error(), "overlap_tokens 40") || !strings.Contains(err.Error(), "20") {
+	if !errors.Is(err, store.ErrInvalidDocument) || !strings.Contains(err.Error(), "overlap_tokens 40") || !strings.Contains(err.Error(), "20") ||
+		strings.Count(err.Error(), "put document:") != 1 {
 		t.Fatalf("put with overlap_tokens 40 into a collection of 20: %v, want a refusal naming overlap_tokens and both", err)
 	}
 	if docs, _, err := s.ListDocuments(ctx, alice, "c", "", 10); err != nil || len(docs) != 1 {
