@@ -91,12 +91,23 @@ as many as the file needs.`)
 			fmt.Fprintf(a.stderr, "memoryd import: the requests before the failure were imported into %s (rows written or changed): %s; "+
 				"importing the file again imports them once (a longer --timeout if it timed out)\n", o.user, importCounts(reply))
 		}
-		var svcErr *events.ServiceError
-		if errors.As(err, &svcErr) && svcErr.Code == 400 && reply.MemoryID != "" {
+		var (
+			svcErr *events.ServiceError
+			inErr  *events.InputError
+		)
+		switch {
+		case reply.MemoryID == "":
+			// Nothing written: a refused line is bad input (exit 2).
+		case errors.As(err, &svcErr) && svcErr.Code == 400:
 			// A line refused after earlier requests were written: the
 			// import failed part-way (exit 1), where exit 2 says that
 			// nothing was done.
 			return fmt.Errorf("the service refused the request (400): %s", svcErr.Description)
+		case errors.As(err, &inErr):
+			// Likewise a line the command refuses itself (stdin is checked
+			// as it is sent: one cut mid-line, one over a request or the
+			// NATS server's max_payload).
+			return errors.New(strings.TrimPrefix(inErr.Error(), "memoryd import: "))
 		}
 		return err
 	}

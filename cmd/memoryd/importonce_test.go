@@ -113,3 +113,26 @@ func TestImportRefusedPartWayExitsFailed(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want 1 naming line 1001 and what was imported", code, errOut.String())
 	}
 }
+
+// TestImportCutPartWayExitsFailed: an import from stdin whose second
+// request holds a line the command itself refuses (not JSON, as a pipe
+// cut mid-line) has had its first request written: exit 1, saying what
+// was imported, as for a line memoryd refuses; exit 2 says nothing was
+// done. Before, it exited 2.
+func TestImportCutPartWayExitsFailed(t *testing.T) {
+	t.Parallel()
+	_, prefix, _ := startTestEnricher(t)
+	var in strings.Builder
+	in.WriteString(events.ExportHeader + "\n")
+	for i := range 999 { // about 1 MiB: two requests
+		fmt.Fprintf(&in, `{"type":"context","question":"Tomato number %d? %s","answer":"Red","created_at":"2026-11-01T10:00:00.000000Z","event_id":"e%d","conversation_id":"","scope":"","extractor":"direct","model":"","prompt_version":""}`+"\n",
+			i, strings.Repeat("t", 800), i)
+	}
+	in.WriteString(`{"type":"context","question":"Tomato`)
+	var out, errOut strings.Builder
+	code := run(context.Background(), &cli{stdin: strings.NewReader(in.String()), stdout: &out, stderr: &errOut},
+		[]string{"import", "-", "--user", "bob", "--nats-url", eventstest.URL(), "--prefix", prefix, "--log-format", "json", "--timeout", "1m"})
+	if code != 1 || !strings.Contains(errOut.String(), "line 1001") || !strings.Contains(errOut.String(), "requests before the failure were imported") {
+		t.Errorf("exit %d, stderr %q; want 1 naming line 1001 and what was imported", code, errOut.String())
+	}
+}
