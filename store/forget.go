@@ -634,8 +634,14 @@ func (s *Store) reinstateImportedFacts(ctx context.Context, all bool, userIDs []
 			WHERE NOT EXISTS (SELECT FROM fact_clears c WHERE c.user_id = w.u AND c.key = w.k AND c.cleared_at >= w.a)
 			  AND NOT EXISTS (SELECT FROM fact_items li WHERE li.user_id = w.u AND li.key = w.k)
 			  -- Nor a list key's line an import recorded before its
-			  -- items were (the items joined, written back as items).
-			  AND NOT EXISTS (SELECT FROM import_sources li WHERE li.user_id = w.u AND starts_with(li.content, 'i:' || w.k || ':'))
+			  -- items were (the items joined, written back as items):
+			  -- by the item's recorded key; a record of before this
+			  -- release has none, and its content's prefix tells it
+			  -- (ambiguous only there: a key may hold ':', and "pet:"
+			  -- starts "pet:names"'s items too,
+			  -- TestResetWritesBackAFactBesideAListNamedAfterIt).
+			  AND NOT EXISTS (SELECT FROM import_sources li WHERE li.user_id = w.u AND starts_with(li.content, 'i:')
+			    AND (li.fact->>'key' = w.k OR (li.fact IS NULL AND starts_with(li.content, 'i:' || w.k || ':'))))
 			`+factLaterWins+`
 			RETURNING user_id
 		) SELECT coalesce(array_agg(DISTINCT user_id), '{}') FROM written`, all, userIDs).Scan(&users); err != nil {

@@ -343,3 +343,43 @@ func TestResetWritesBackAListAnImportBrought(t *testing.T) {
 		t.Errorf("jade's languages after she adds French: %+v, %v; want Basque, French, Welsh (the imported items beside hers)", f, err)
 	}
 }
+
+// TestResetWritesBackAFactBesideAListNamedAfterIt: ivan's single-valued
+// key "pet" and his list key "pet:names", imported into jade's memory
+// behind her own later "pet". The reset told a list key's line by an item
+// record's content starting "i:pet:", which "pet:names"'s items do too
+// (a key may hold ':'), and left "pet" without the imported value.
+func TestResetWritesBackAFactBesideAListNamedAfterIt(t *testing.T) {
+	ctx, s := setup(t)
+	llm := store.Provenance{Extractor: "llm", Model: "m1", PromptVersion: "v3"}
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{
+		{UserID: "ivan", Key: "pet", Value: "cat", SourceAt: t0, EventID: "x9", Provenance: llm},
+		{UserID: "ivan", Key: "pet:names", Value: "Tom", List: true, Op: store.FactAdd, SourceAt: t0, EventID: "x9", Provenance: llm},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var exp bytes.Buffer
+	if err := s.Export(ctx, "ivan", &exp); err != nil {
+		t.Fatal(err)
+	}
+	later := t0.Add(time.Hour)
+	if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "e1", UserID: "jade", UserMessage: "I have a dog", TurnAt: later}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpsertFacts(ctx, []store.FactWrite{{UserID: "jade", Key: "pet", Value: "dog", SourceAt: later, EventID: "e1", Provenance: llm}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Import(ctx, "jade", "jade", bytes.NewReader(exp.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.ResetMemory(ctx, []string{"jade"}); err != nil {
+		t.Fatal(err)
+	}
+	// The replay's model extracts nothing from e1.
+	if f, err := s.Fact(ctx, "jade", "pet"); err != nil || f.Value != "cat" {
+		t.Errorf("jade's pet after a reset whose replay no longer extracts her own: %+v, %v; want the imported cat", f, err)
+	}
+	if f, err := s.Fact(ctx, "jade", "pet:names"); err != nil || f.Value != "Tom" {
+		t.Errorf("jade's pet:names after the reset: %+v, %v; want the imported Tom", f, err)
+	}
+}
