@@ -179,39 +179,16 @@ func (s *Store) ReplaceOffline(ctx context.Context, r Reextraction) ([]string, e
 		}
 		return nil, err
 	}
-	// Before the clears' lock and the deletes below, as UpsertFacts takes
-	// it (see resetLock).
-	if err := s.lockResets(ctx); err != nil {
-		return nil, err
-	}
-	// Exclusive, as a clear and an import take it: the user's writes in
-	// flight commit first, and those after wait for this one. The delete
-	// of the offline items below bumps the user's embedding generation
-	// (021) when they have vectors, and the insert after it may restate
-	// or insert a pair another extraction of the user has just written
-	// (InsertContext, which bumps the generation at the end of the
-	// statement that restated an item): shared, each waited for the
-	// other (TestReplaceOfflineBesideExtractionRestatingAPair).
-	if err := s.lockClears(ctx, []string{r.UserID}, true); err != nil {
-		return nil, err
-	}
-	// The user's language lock, shared, as InsertContext's trigger takes
-	// it below, but before the delete locks any item: a language change
-	// (exclusive, then every item re-indexed) otherwise waited for a
-	// deleted item while the insert waited for the lock, a deadlock.
-	if _, err := s.db.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(`+languageLock+`)`, r.UserID); err != nil {
-		return nil, fmt.Errorf("replace offline memory: lock user language: %w", err)
-	}
-	open := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		open[id] = true
-	}
 	var (
 		facts      []FactWrite
 		items      []ContextWrite
 		fevs, keys []string
 		listKeys   = map[userKey]bool{}
 	)
+	open := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		open[id] = true
+	}
 	for _, f := range r.Facts {
 		if open[f.EventID] && f.UserID == r.UserID {
 			facts = append(facts, f)
@@ -226,35 +203,8 @@ func (s *Store) ReplaceOffline(ctx context.Context, r Reextraction) ([]string, e
 			items = append(items, it)
 		}
 	}
-	// Every key the new extraction writes is locked here, in the order
-	// UpsertFacts takes the same locks: locking only the list keys first
-	// could deadlock with a writer taking them in order. Before the
-	// items' delete, which bumps the user's embedding generation (021)
-	// when they have vectors: an extraction holding a key (UpsertFacts)
-	// bumps the generation after it (InsertContext restating an item), and
-	// waited for this while this waited for the key
-	// (TestReplaceOfflineBesideExtraction).
-	touched := make(map[userKey]bool, len(facts))
-	for _, f := range facts {
-		touched[userKey{r.UserID, f.Key}] = true
-	}
-	if err := s.lockFactKeys(ctx, sortedKeys(touched)); err != nil {
-		return nil, err
-	}
-	// A turn a clear covers keeps what is left of it: its new extraction
-	// is not stored (InsertContext). In id order (see lockItems).
-	// What an import brought stays, as a reset keeps it (rebuilt): event
-	// ids are unique per user only, and an import's under one of these
-	// turns' ids (another memoryd's turn, by the same offline extractor)
-	// went with them, though the turn never said it
-	// (TestReextractionKeepsWhatAnImportBrought).
-	if err := s.lockItems(ctx, "UPDATE", `x.user_id = $1 AND x.event_id = ANY($2) AND x.extractor = $3 AND NOT `+clearedTurn+` AND NOT `+importRecorded(importedContext),
-		r.UserID, ids, r.Offline); err != nil {
-		return nil, fmt.Errorf("replace offline context: %w", err)
-	}
-	if _, err := s.db.Exec(ctx, `DELETE FROM context x WHERE user_id = $1 AND event_id = ANY($2) AND extractor = $3 AND NOT `+clearedTurn+` AND NOT `+importRecorded(importedContext),
-		r.UserID, ids, r.Offline); err != nil {
-		return nil, fmt.Errorf("replace offline context: %w", err)
+	if err := s.dropTurnItems(ctx, r.UserID, ids, `x.extractor = $3`, r.Offline, facts, items); err != nil {
+		return nil, fmt.Errorf("replace offline memory: %w", err)
 	}
 	// A list key's items the offline extractor stated in these turns go
 	// too, under the list's lock; UpsertFacts then rebuilds the key's row
@@ -290,4 +240,91 @@ func (s *Store) ReplaceOffline(ctx context.Context, r Reextraction) ([]string, e
 		return nil, fmt.Errorf("replace offline turns: %w", err)
 	}
 	return ids, nil
+}
+
+// DropExtraction deletes the context items earlier extractions saved from
+// the user's turns eventIDs (the caller holds the turns' locks), before
+// facts and items, their new extraction, are saved in the same
+// transaction: a replay without --reset extracts processed turns again,
+// and a model wording a turn otherwise left the user both items of it. An
+// item the new extraction states again is kept (its id and vector with
+// it). The user's own writes (extractor "direct") stay, and so does what
+// an import brought (import_sources) or what is left of a turn a clear
+// covers. Facts are not deleted: the new extraction's writes of a key
+// replace the turn's earlier ones by the facts' rules, and an unchanged
+// value records no history. Run it inside InTx.
+func (s *Store) DropExtraction(ctx context.Context, userID string, eventIDs []string, facts []FactWrite, items []ContextWrite) error {
+	if len(eventIDs) == 0 {
+		return nil
+	}
+	if err := s.dropTurnItems(ctx, userID, eventIDs, `x.extractor <> $3`, "direct", facts, items); err != nil {
+		return fmt.Errorf("drop earlier extraction: %w", err)
+	}
+	return nil
+}
+
+// dropTurnItems takes the locks a re-extraction's save of facts and items
+// needs, in the order others take them, and deletes the user's context
+// items of eventIDs matching extracted (a condition on the item x, with
+// extractor as $3) but for those the new extraction states again, those an
+// import brought and what is left of a turn a clear covers.
+func (s *Store) dropTurnItems(ctx context.Context, userID string, eventIDs []string, extracted, extractor string, facts []FactWrite, items []ContextWrite) error {
+	hashes := make([][]byte, 0, len(items))
+	for _, it := range items {
+		hashes = append(hashes, ContentHash(it.UserID, it.Question, it.Answer))
+	}
+	// Before the clears' lock and the deletes below, as UpsertFacts takes
+	// it (see resetLock).
+	if err := s.lockResets(ctx); err != nil {
+		return err
+	}
+	// Exclusive, as a clear and an import take it: the user's writes in
+	// flight commit first, and those after wait for this one. The delete
+	// of the offline items below bumps the user's embedding generation
+	// (021) when they have vectors, and the insert after it may restate
+	// or insert a pair another extraction of the user has just written
+	// (InsertContext, which bumps the generation at the end of the
+	// statement that restated an item): shared, each waited for the
+	// other (TestReplaceOfflineBesideExtractionRestatingAPair).
+	if err := s.lockClears(ctx, []string{userID}, true); err != nil {
+		return err
+	}
+	// The user's language lock, shared, as InsertContext's trigger takes
+	// it below, but before the delete locks any item: a language change
+	// (exclusive, then every item re-indexed) otherwise waited for a
+	// deleted item while the insert waited for the lock, a deadlock.
+	if _, err := s.db.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(`+languageLock+`)`, userID); err != nil {
+		return fmt.Errorf("lock user language: %w", err)
+	}
+	// Every key the new extraction writes is locked here, in the order
+	// UpsertFacts takes the same locks: locking only the list keys first
+	// could deadlock with a writer taking them in order. Before the
+	// items' delete, which bumps the user's embedding generation (021)
+	// when they have vectors: an extraction holding a key (UpsertFacts)
+	// bumps the generation after it (InsertContext restating an item), and
+	// waited for this while this waited for the key
+	// (TestReplaceOfflineBesideExtraction).
+	touched := make(map[userKey]bool, len(facts))
+	for _, f := range facts {
+		touched[userKey{f.UserID, f.Key}] = true
+	}
+	if err := s.lockFactKeys(ctx, sortedKeys(touched)); err != nil {
+		return err
+	}
+	// A turn a clear covers keeps what is left of it: its new extraction
+	// is not stored (InsertContext). In id order (see lockItems).
+	// What an import brought stays, as a reset keeps it (rebuilt): event
+	// ids are unique per user only, and an import's under one of these
+	// turns' ids (another memoryd's turn, by the same offline extractor)
+	// went with them, though the turn never said it
+	// (TestReextractionKeepsWhatAnImportBrought).
+	if err := s.lockItems(ctx, "UPDATE", `x.user_id = $1 AND x.event_id = ANY($2) AND `+extracted+` AND NOT x.content_hash = ANY($4) AND NOT `+clearedTurn+` AND NOT `+importRecorded(importedContext),
+		userID, eventIDs, extractor, hashes); err != nil {
+		return fmt.Errorf("context: %w", err)
+	}
+	if _, err := s.db.Exec(ctx, `DELETE FROM context x WHERE x.user_id = $1 AND x.event_id = ANY($2) AND `+extracted+` AND NOT x.content_hash = ANY($4) AND NOT `+clearedTurn+` AND NOT `+importRecorded(importedContext),
+		userID, eventIDs, extractor, hashes); err != nil {
+		return fmt.Errorf("context: %w", err)
+	}
+	return nil
 }

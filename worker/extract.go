@@ -646,6 +646,9 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 		}
 		facts, items := memoryWrites(kept, prov)
 		written.facts, written.items = len(facts), len(items)
+		if err := dropEarlierExtractions(ctx, q, kept, facts, items); err != nil {
+			return err
+		}
 		if err := q.SaveMemory(ctx, facts, items); err != nil {
 			return err
 		}
@@ -680,6 +683,47 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 	}
 	endSpan(span, err, "save_failed")
 	return err
+}
+
+// dropEarlierExtractions deletes, user by user, the context items earlier
+// extractions saved from those of done's turns that were processed before
+// (a replay without --reset extracts them again), in the save's
+// transaction before its writes: a model wording a turn otherwise left
+// the user both items of it (store.DropExtraction, which keeps the user's
+// own writes and what imports brought).
+func dropEarlierExtractions(ctx context.Context, q *store.Store, done []extracted, facts []store.FactWrite, items []store.ContextWrite) error {
+	again := make(map[string][]string)
+	var users []string
+	for _, d := range done {
+		if d.turn.ProcessedAt == nil {
+			continue
+		}
+		u := d.turn.UserID
+		if again[u] == nil {
+			users = append(users, u)
+		}
+		again[u] = append(again[u], d.turn.EventID)
+	}
+	// In user order, as a reset of several users takes their clear locks.
+	slices.Sort(users)
+	for _, u := range users {
+		var fs []store.FactWrite
+		var is []store.ContextWrite
+		for _, f := range facts {
+			if f.UserID == u {
+				fs = append(fs, f)
+			}
+		}
+		for _, it := range items {
+			if it.UserID == u {
+				is = append(is, it)
+			}
+		}
+		if err := q.DropExtraction(ctx, u, again[u], fs, is); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // memoryWrites is what done's results write, each fact and context item
