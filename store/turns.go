@@ -649,15 +649,30 @@ func (s *Store) ClaimConversationTurns(ctx context.Context, c Claim) ([]Turn, er
 // no job, and the reconciler gave each a job of its own beside the
 // burst's next run, which claimed them too: the turn was extracted twice.
 func (s *Store) ReleaseClaims(ctx context.Context, jobID int64, userID string, eventIDs []string) error {
-	_, err := s.db.Exec(ctx, `WITH locked AS MATERIALIZED (
+	_, err := s.HandOverClaims(ctx, jobID, userID, eventIDs)
+	return err
+}
+
+// HandOverClaims is ReleaseClaims returning the event ids of the turns it
+// released: those still there and still the job's. A caller giving the
+// released turns jobs of their own (a burst's split) gives none to a turn
+// a forget or a reset deleted meanwhile, or another job took: such a job
+// named a forgotten user's turn after her forget.
+func (s *Store) HandOverClaims(ctx context.Context, jobID int64, userID string, eventIDs []string) ([]string, error) {
+	rows, err := s.db.Query(ctx, `WITH locked AS MATERIALIZED (
 			SELECT event_id FROM turns WHERE user_id = $1 AND event_id = ANY($2) AND claimed_by = $3
 			ORDER BY turn_at, event_id FOR UPDATE)
 		UPDATE turns t SET claimed_until = NULL
-		FROM locked l WHERE t.user_id = $1 AND t.event_id = l.event_id AND t.claimed_by = $3`, userID, eventIDs, jobID)
+		FROM locked l WHERE t.user_id = $1 AND t.event_id = l.event_id AND t.claimed_by = $3
+		RETURNING t.event_id`, userID, eventIDs, jobID)
 	if err != nil {
-		return fmt.Errorf("release claims: %w", err)
+		return nil, fmt.Errorf("release claims: %w", err)
 	}
-	return nil
+	released, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("release claims: %w", err)
+	}
+	return released, nil
 }
 
 // PriorConversationTurns returns the newest limit processed turns of a

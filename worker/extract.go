@@ -506,10 +506,18 @@ func (e *extractWorker) splitBurst(ctx context.Context, job *river.Job[ExtractAr
 		return own, nil
 	}
 	err = e.w.cfg.Store.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
-		if err := q.ReleaseClaims(ctx, job.ID, args.UserID, unprocessed(others)); err != nil {
+		released, err := q.HandOverClaims(ctx, job.ID, args.UserID, unprocessed(others))
+		if err != nil {
 			return err
 		}
-		return e.w.enq.enqueueSplit(ctx, tx, others)
+		// Only the turns released: a forget or reset of the user since the
+		// claim deleted the others (a job would name a forgotten user's
+		// turn after her forget), or another job took them.
+		handed := slices.DeleteFunc(slices.Clone(others), func(t store.Turn) bool { return !slices.Contains(released, t.EventID) })
+		if len(handed) == 0 {
+			return nil
+		}
+		return e.w.enq.enqueueSplit(ctx, tx, handed)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("split burst: %w", err)
