@@ -566,7 +566,7 @@ func decodeMetadata(raw json.RawMessage) (any, error) {
 	}
 	// A map keeps the last of a key given twice, silently: refused, as a
 	// turn's own field given twice is (other parsers keep the first).
-	if path := repeatedMetadataKey(json.NewDecoder(bytes.NewReader(raw)), ""); path != "" {
+	if path := repeatedMetadataKey(json.NewDecoder(bytes.NewReader(raw))); path != "" {
 		return nil, invalid("metadata", "key %q is given twice: parsers keep one or the other", path)
 	}
 	if err := checkNumbers(v); err != nil {
@@ -580,10 +580,40 @@ func decodeMetadata(raw json.RawMessage) (any, error) {
 // first object key given twice in it, at any depth ("a.b", "tags[2].id"),
 // or "". Keys are compared exactly, escapes decoded: metadata keys are the
 // frontend's own, case-sensitive.
-func repeatedMetadataKey(dec *json.Decoder, path string) string {
+func repeatedMetadataKey(dec *json.Decoder) string {
+	var at []pathStep
+	if !repeatedKeyAt(dec, &at) {
+		return ""
+	}
+	var b strings.Builder
+	for i, s := range at {
+		switch {
+		case s.key == nil:
+			fmt.Fprintf(&b, "[%d]", s.index)
+		case i > 0:
+			b.WriteString("." + *s.key)
+		default:
+			b.WriteString(*s.key)
+		}
+	}
+	return b.String()
+}
+
+// pathStep is one step of a metadata path: an object key or, key nil, an
+// array index. The path is kept as steps and printed only once a key given
+// twice is found, so the check costs linear time and memory (building
+// every value's path would copy a long key once per element under it).
+type pathStep struct {
+	key   *string
+	index int
+}
+
+// repeatedKeyAt reads one value from dec; true when it holds a key given
+// twice, *at then being its path.
+func repeatedKeyAt(dec *json.Decoder, at *[]pathStep) bool {
 	tok, err := dec.Token()
 	if err != nil {
-		return ""
+		return false
 	}
 	switch tok {
 	case json.Delim('{'):
@@ -592,30 +622,27 @@ func repeatedMetadataKey(dec *json.Decoder, path string) string {
 			k, err := dec.Token()
 			key, ok := k.(string)
 			if err != nil || !ok {
-				return ""
+				return false
 			}
-			sub := key
-			if path != "" {
-				sub = path + "." + key
-			}
-			if seen[key] {
-				return sub
+			*at = append(*at, pathStep{key: &key})
+			if seen[key] || repeatedKeyAt(dec, at) {
+				return true
 			}
 			seen[key] = true
-			if p := repeatedMetadataKey(dec, sub); p != "" {
-				return p
-			}
+			*at = (*at)[:len(*at)-1]
 		}
 		_, _ = dec.Token() // the closing brace
 	case json.Delim('['):
 		for i := 0; dec.More(); i++ {
-			if p := repeatedMetadataKey(dec, fmt.Sprintf("%s[%d]", path, i)); p != "" {
-				return p
+			*at = append(*at, pathStep{index: i})
+			if repeatedKeyAt(dec, at) {
+				return true
 			}
+			*at = (*at)[:len(*at)-1]
 		}
 		_, _ = dec.Token()
 	}
-	return ""
+	return false
 }
 
 // Limits on metadata numbers. Postgres keeps metadata as jsonb, whose
