@@ -1072,6 +1072,19 @@ func (w *Worker) checkDims(ctx context.Context, vs [][]float32) error {
 		return nil
 	}
 	model, dims := w.cfg.Embedder.Model(), len(vs[i])
+	// The vectors of one job come from several requests when a batch was
+	// halved (a refused or failed text) or sent again after the control
+	// text: a server whose model changed between them (an alias pointed
+	// elsewhere meanwhile, a proxy's fallback to another model) answered
+	// with vectors of two sizes, and those of the other size were saved
+	// beside the recorded ones, then read by every query of that size.
+	// Checked first: the first vector's size, maybe the odd one, is not
+	// to be recorded as the model's.
+	if j := slices.IndexFunc(vs[i+1:], func(v []float32) bool { return v != nil && len(v) != dims }); j >= 0 {
+		return &embedding.Error{Kind: embedding.KindTransient, Reason: fmt.Sprintf(
+			"the server answered the requests of one job with vectors of %d and %d dimensions (the model behind the name %q changed meanwhile?)",
+			dims, len(vs[i+1+j]), model)}
+	}
 	want, err := w.cfg.Store.EmbeddingDims(ctx, model, dims)
 	if err != nil {
 		return err
@@ -1081,19 +1094,6 @@ func (w *Worker) checkDims(ctx context.Context, vs [][]float32) error {
 			"the model behind the name %q changed: it answered with %d dimensions, its stored vectors have %d; "+
 				"to re-embed everything with it, run `memoryd embed --backfill --dims %d`, or name it anew with --embed-model",
 			model, dims, want, dims)}
-	}
-	// The vectors of one job come from several requests when a batch was
-	// halved (a refused or failed text) or sent again after the control
-	// text: a server whose model changed between them (an alias pointed
-	// elsewhere meanwhile, a proxy's fallback to another model) answered
-	// with vectors of two sizes, and those of the other size were saved
-	// beside the recorded ones, then read by every query of that size.
-	for _, v := range vs[i+1:] {
-		if v != nil && len(v) != want {
-			return &embedding.Error{Kind: embedding.KindTransient, Reason: fmt.Sprintf(
-				"the server answered the requests of one job with vectors of %d and %d dimensions (the model behind the name %q changed meanwhile?)",
-				want, len(v), model)}
-		}
 	}
 	return nil
 }
@@ -1113,8 +1113,19 @@ func (w *Worker) otherDimsRefused(ctx context.Context, texts []string, vs [][]fl
 	if gaveUp == nil || i < 0 {
 		return 0, nil, nil
 	}
-	model := w.cfg.Embedder.Model()
-	want, err := w.cfg.Store.EmbeddingDims(ctx, model, len(vs[i]))
+	model, dims := w.cfg.Embedder.Model(), len(vs[i])
+	// Vectors of two sizes: the model's dimensions, when none are recorded
+	// yet, are the control text's, not the first text's (maybe an odd
+	// one, whose size recorded would make the model's own texts the odd
+	// ones, and every later job a model changed behind its name).
+	var control []float32
+	if slices.ContainsFunc(vs[i+1:], func(v []float32) bool { return v != nil && len(v) != dims }) {
+		if control = w.controlVector(ctx); control == nil {
+			return 0, nil, nil // checkDims refuses the two sizes
+		}
+		dims = len(control)
+	}
+	want, err := w.cfg.Store.EmbeddingDims(ctx, model, dims)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -1131,9 +1142,10 @@ func (w *Worker) otherDimsRefused(ctx context.Context, texts []string, vs [][]fl
 	if len(odd) == 0 {
 		return 0, nil, nil
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), controlTimeout)
-	defer cancel()
-	if cvs, err := w.cfg.Embedder.Embed(cctx, []string{controlText}); err != nil || len(cvs) != 1 || len(cvs[0]) != want {
+	if control == nil {
+		control = w.controlVector(ctx)
+	}
+	if len(control) != want {
 		return 0, nil, nil
 	}
 	other := len(vs[odd[0]])
@@ -1150,6 +1162,18 @@ func (w *Worker) otherDimsRefused(ctx context.Context, texts []string, vs [][]fl
 	return len(odd), &embedding.Error{Kind: embedding.KindPermanent, Reason: fmt.Sprintf(
 		"the server answers %d texts with vectors of %d dimensions, the model %q's are %d (and the control text's)",
 		len(odd), other, model, want)}, nil
+}
+
+// controlVector is the server's vector for controlText, or nil when it
+// fails on it (within controlTimeout).
+func (w *Worker) controlVector(ctx context.Context) []float32 {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), controlTimeout)
+	defer cancel()
+	cvs, err := w.cfg.Embedder.Embed(cctx, []string{controlText})
+	if err != nil || len(cvs) != 1 {
+		return nil
+	}
+	return cvs[0]
 }
 
 // embedSplitting embeds texts into out (len(out) == len(texts)), halving

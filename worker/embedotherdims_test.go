@@ -55,3 +55,45 @@ func TestEmbedTextsAnsweredInOtherDimensionsAreRecorded(t *testing.T) {
 		t.Errorf("the next sweep sent %d requests, want none", sent)
 	}
 }
+
+// TestEmbedFirstTextInOtherDimensionsDoesNotSetTheModels: with no
+// dimensions recorded for the model yet, a job whose first text the
+// server answers in other dimensions than the others (and the control
+// text) records the control text's as the model's, that text as refused.
+// Before, the first vector's size was recorded as the model's, for good:
+// the texts answered in the model's own were taken for the odd ones, and
+// every later job failed as a model changed behind its name.
+func TestEmbedFirstTextInOtherDimensionsDoesNotSetTheModels(t *testing.T) {
+	e := setup(t)
+	srv := embeddingtest.New(t)
+	var items []store.ContextWrite
+	for i := range 10 {
+		items = append(items, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("note %d", i), Answer: fmt.Sprintf("plain answer %d", i), CreatedAt: t0})
+	}
+	items[0].Answer = "ODD answer"
+	// Inserted alone first, the lowest id: the job's first text.
+	for _, batch := range [][]store.ContextWrite{items[:1], items[1:]} {
+		if _, err := e.store.InsertContext(e.ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.OtherDimsContaining("ODD", embeddingtest.DefaultDims/2)
+	w, _ := e.startWorker(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
+	if n, err := w.Enqueuer().EnqueueMissingEmbeddings(e.ctx, "alice", "m1", 64, 1); err != nil || n != 10 {
+		t.Fatalf("sweep enqueued %d items (%v), want 10 in one job", n, err)
+	}
+	var states, errs []string
+	e.waitFor("the embed job's first attempt", func() (bool, string) {
+		states, errs = e.embedJobs()
+		return len(states) == 1 && (states[0] == "completed" || errs[0] != ""), fmt.Sprint(states, errs)
+	})
+	dims, err := e.store.EmbeddingDims(e.ctx, "m1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.store.CountEmbeddings(e.ctx, "alice", "m1")
+	if err != nil || dims != embeddingtest.DefaultDims || states[0] != "completed" || c.Embedded != 9 || c.Refused != 1 {
+		t.Fatalf("model's dimensions recorded %d, job %s (error %q), count %+v (%v); want %d, the job completed, 9 embedded and the text answered in other dimensions recorded as refused",
+			dims, states[0], errs[0], c, err, embeddingtest.DefaultDims)
+	}
+}
