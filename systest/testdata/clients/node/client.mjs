@@ -207,7 +207,7 @@ async function main() {
   step = "forget";
   try {
     const r = await mustRequest(nc, "forget", { user_id: USER });
-    for (const k of ["facts", "fact_history", "context", "turns", "jobs", "stream_events", "dead_letters"])
+    for (const k of ["facts", "fact_history", "context", "turns", "jobs", "stream_events", "dead_letters", "documents"])
       if (typeof r[k] !== "number") throw new Error(`forget reply lacks ${k}: ${JSON.stringify(r)}`);
     if (r.context < 2 || r.turns < 2 || r.stream_events < 2) throw new Error(`forget deleted too little: ${JSON.stringify(r)}`);
     const e = await mustRequest(nc, "enrich", {
