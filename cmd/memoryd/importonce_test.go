@@ -95,23 +95,7 @@ func TestImportSendsTheBytesItChecked(t *testing.T) {
 // nothing done. Before, it exited 2.
 func TestImportRefusedPartWayExitsFailed(t *testing.T) {
 	t.Parallel()
-	_, prefix, _ := startTestEnricher(t)
-	var in strings.Builder
-	in.WriteString(events.ExportHeader + "\n")
-	for i := range 1000 { // about 1 MiB: two requests
-		extra := ""
-		if i == 999 {
-			extra = `,"colour":"Green"`
-		}
-		fmt.Fprintf(&in, `{"type":"context","question":"Tomato number %d? %s","answer":"Red","created_at":"2026-11-01T10:00:00.000000Z","event_id":"e%d","conversation_id":"","scope":"","extractor":"direct","model":"","prompt_version":""%s}`+"\n",
-			i, strings.Repeat("t", 800), i, extra)
-	}
-	var out, errOut strings.Builder
-	code := run(context.Background(), &cli{stdin: strings.NewReader(in.String()), stdout: &out, stderr: &errOut},
-		[]string{"import", "-", "--user", "bob", "--nats-url", eventstest.URL(), "--prefix", prefix, "--log-format", "json", "--timeout", "1m"})
-	if code != 1 || !strings.Contains(errOut.String(), "line 1001") || !strings.Contains(errOut.String(), "requests before the failure were imported") {
-		t.Errorf("exit %d, stderr %q; want 1 naming line 1001 and what was imported", code, errOut.String())
-	}
+	importPartWay(t, `{"type":"context","question":"Tomato number 999? t","answer":"Red","created_at":"2026-11-01T10:00:00.000000Z","event_id":"e999","conversation_id":"","scope":"","extractor":"direct","model":"","prompt_version":"","colour":"Green"}`+"\n")
 }
 
 // TestImportCutPartWayExitsFailed: an import from stdin whose second
@@ -121,14 +105,23 @@ func TestImportRefusedPartWayExitsFailed(t *testing.T) {
 // done. Before, it exited 2.
 func TestImportCutPartWayExitsFailed(t *testing.T) {
 	t.Parallel()
+	importPartWay(t, `{"type":"context","question":"Tomato`)
+}
+
+// importPartWay imports from stdin 999 good lines (about 1 MiB: two
+// requests) and then last, line 1001, which memoryd or the command
+// refuses: the first request is written, so the command must exit 1,
+// naming the line and saying what was imported.
+func importPartWay(t *testing.T, last string) {
+	t.Helper()
 	_, prefix, _ := startTestEnricher(t)
 	var in strings.Builder
 	in.WriteString(events.ExportHeader + "\n")
-	for i := range 999 { // about 1 MiB: two requests
+	for i := range 999 {
 		fmt.Fprintf(&in, `{"type":"context","question":"Tomato number %d? %s","answer":"Red","created_at":"2026-11-01T10:00:00.000000Z","event_id":"e%d","conversation_id":"","scope":"","extractor":"direct","model":"","prompt_version":""}`+"\n",
 			i, strings.Repeat("t", 800), i)
 	}
-	in.WriteString(`{"type":"context","question":"Tomato`)
+	in.WriteString(last)
 	var out, errOut strings.Builder
 	code := run(context.Background(), &cli{stdin: strings.NewReader(in.String()), stdout: &out, stderr: &errOut},
 		[]string{"import", "-", "--user", "bob", "--nats-url", eventstest.URL(), "--prefix", prefix, "--log-format", "json", "--timeout", "1m"})
