@@ -131,7 +131,7 @@ func TestExportImportCommands(t *testing.T) {
 		t.Errorf("a file refused in its second request: %q", errOut)
 	}
 	var errOut3 bytes.Buffer
-	if code := run(ctx, &cli{stdin: strings.NewReader(big.String()), stdout: io.Discard, stderr: &errOut3}, append([]string{"import", "-"}, conn...)); code != 2 ||
+	if code := run(ctx, &cli{stdin: strings.NewReader(big.String()), stdout: io.Discard, stderr: &errOut3}, append([]string{"import", "-"}, conn...)); code != 1 ||
 		!strings.Contains(errOut3.String(), "line 1002:") || !strings.Contains(errOut3.String(), "the requests before the failure were imported into alice") {
 		t.Errorf("stdin refused in its second request: exit %d, %q", code, errOut3.String())
 	}
