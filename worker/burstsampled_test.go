@@ -1,13 +1,9 @@
 package worker_test
 
 import (
-	"sync/atomic"
 	"testing"
 
-	openai "github.com/sashabaranov/go-openai"
-
 	"github.com/memoryd/memoryd/extractor"
-	"github.com/memoryd/memoryd/extractor/extractortest"
 	"github.com/memoryd/memoryd/worker"
 )
 
@@ -21,22 +17,9 @@ import (
 // its last attempt failed every turn of it for good.
 func TestBurstSampledInvalidRepliesSendsItsTurnsOneARequest(t *testing.T) {
 	e := setup(t)
-	srv := extractortest.NewServer(t)
-	var batchCalls, turnCalls atomic.Int64
-	srv.SetHandler(func(req openai.ChatCompletionRequest) extractortest.Reply {
-		if _, _, ok := extractor.PromptTurn(req.Messages[len(req.Messages)-1].Content); !ok {
-			batchCalls.Add(1)
-			return extractortest.Content("I'm sorry, but I can't help with that.")
-		}
-		turnCalls.Add(1)
-		return extractortest.Content(`{"facts":{"name":"Alice"}}`)
+	llm, batchCalls, turnCalls := burstOfThree(t, e, extractor.LLMConfig{Temperature: 0.7}, func(int64) string {
+		return "I'm sorry, but I can't help with that."
 	})
-	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake", Temperature: 0.7})
-	if err != nil {
-		t.Fatal(err)
-	}
-	turns, ids := poisonTurns("", "b", 3, -1, "c1")
-	insertBurst(t, e, turns, ids)
 	e.start(llm, func(c *worker.Config) { c.MaxAttempts = 3 })
 	st := e.waitDone(3)
 	if st.TurnsProcessed != 3 || st.TurnsFailed != 0 {

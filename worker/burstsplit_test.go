@@ -207,22 +207,10 @@ func TestBurstSplitExtractsEachTurnOnce(t *testing.T) {
 // turn for good).
 func TestBurstTakenByAnotherTurnsJobSplits(t *testing.T) {
 	e := setup(t)
-	srv := extractortest.NewServer(t)
-	var batchCalls, turnCalls atomic.Int64
-	srv.SetHandler(func(req openai.ChatCompletionRequest) extractortest.Reply {
-		if _, _, ok := extractor.PromptTurn(req.Messages[len(req.Messages)-1].Content); !ok {
-			// Otherwise at each call: no repeat to go by.
-			return extractortest.Content(fmt.Sprintf("I am sorry, I can only answer in prose (%d).", batchCalls.Add(1)))
-		}
-		turnCalls.Add(1)
-		return extractortest.Content(`{"facts":{"name":"Alice"}}`)
+	// Otherwise at each call: no repeat to go by.
+	llm, batchCalls, turnCalls := burstOfThree(t, e, extractor.LLMConfig{}, func(n int64) string {
+		return fmt.Sprintf("I am sorry, I can only answer in prose (%d).", n)
 	})
-	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	turns, ids := poisonTurns("", "b", 3, -1, "c1")
-	insertBurst(t, e, turns, ids)
 	var once sync.Once
 	obs := &onOutcome{f: func(outcome string) {
 		if outcome == "retry" {
@@ -265,22 +253,9 @@ func TestBurstTakenByAnotherTurnsJobSplits(t *testing.T) {
 // each turn gets a request, and an attempt, of its own.
 func TestBurstInvalidAtItsLastAttemptSplits(t *testing.T) {
 	e := setup(t)
-	srv := extractortest.NewServer(t)
-	var batchCalls, turnCalls atomic.Int64
-	srv.SetHandler(func(req openai.ChatCompletionRequest) extractortest.Reply {
-		if _, _, ok := extractor.PromptTurn(req.Messages[len(req.Messages)-1].Content); !ok {
-			batchCalls.Add(1)
-			return extractortest.Content("I am sorry, I can only answer in prose.")
-		}
-		turnCalls.Add(1)
-		return extractortest.Content(`{"facts":{"name":"Alice"}}`)
+	llm, batchCalls, turnCalls := burstOfThree(t, e, extractor.LLMConfig{}, func(int64) string {
+		return "I am sorry, I can only answer in prose."
 	})
-	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	turns, ids := poisonTurns("", "b", 3, -1, "c1")
-	insertBurst(t, e, turns, ids)
 	e.start(llm, func(c *worker.Config) { c.MaxAttempts = 1 })
 	st := e.waitDone(3)
 	if st.TurnsProcessed != 3 {
@@ -293,6 +268,32 @@ func TestBurstInvalidAtItsLastAttemptSplits(t *testing.T) {
 	if b, o := batchCalls.Load(), turnCalls.Load(); b != 2 || o != 3 {
 		t.Errorf("calls: %d for the burst, %d for its turns; want 2 (one attempt), 3", b, o)
 	}
+}
+
+// burstOfThree inserts user u's burst of three turns (b0-b2, conversation
+// c1) and starts a fake model answering the burst's request with
+// batch(n), n the burst's calls so far, and each turn alone with a fact.
+// It returns the model (cfg with the server's URL and model "fake") and
+// the counts of the burst's calls and of one-turn calls.
+func burstOfThree(t *testing.T, e *env, cfg extractor.LLMConfig, batch func(n int64) string) (*extractor.LLM, *atomic.Int64, *atomic.Int64) {
+	t.Helper()
+	srv := extractortest.NewServer(t)
+	var batchCalls, turnCalls atomic.Int64
+	srv.SetHandler(func(req openai.ChatCompletionRequest) extractortest.Reply {
+		if _, _, ok := extractor.PromptTurn(req.Messages[len(req.Messages)-1].Content); !ok {
+			return extractortest.Content(batch(batchCalls.Add(1)))
+		}
+		turnCalls.Add(1)
+		return extractortest.Content(`{"facts":{"name":"Alice"}}`)
+	})
+	cfg.BaseURL, cfg.Model = srv.URL(), "fake"
+	llm, err := extractor.NewLLM(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	turns, ids := poisonTurns("", "b", 3, -1, "c1")
+	insertBurst(t, e, turns, ids)
+	return llm, &batchCalls, &turnCalls
 }
 
 // onOutcome is an Observer calling f with each extraction run's outcome.
