@@ -7,6 +7,7 @@ import (
 	"github.com/memoryd/memoryd/embedding/embeddingtest"
 	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/worker"
 )
 
 // TestEmbedTextsAnsweredInOtherDimensionsAreRecorded: a server that
@@ -33,15 +34,7 @@ func TestEmbedTextsAnsweredInOtherDimensionsAreRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.OtherDimsContaining("ODD", embeddingtest.DefaultDims/2)
-	w, _ := e.startWorker(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
-	if n, err := w.Enqueuer().EnqueueMissingEmbeddings(e.ctx, "alice", "m1", 64, 1); err != nil || n != 10 {
-		t.Fatalf("sweep enqueued %d items (%v), want 10 in one job", n, err)
-	}
-	var states, errs []string
-	e.waitFor("the embed job's first attempt", func() (bool, string) {
-		states, errs = e.embedJobs()
-		return len(states) == 1 && (states[0] == "completed" || errs[0] != ""), fmt.Sprint(states, errs)
-	})
+	w, states, errs := embedTenInOneJob(t, e, srv)
 	c, err := e.store.CountEmbeddings(e.ctx, "alice", "m1")
 	if err != nil || states[0] != "completed" || c.Embedded != 8 || c.Refused != 2 {
 		t.Fatalf("job %s (error %q), count %+v (%v); want it completed, 8 embedded and the 2 texts answered in other dimensions recorded as refused", states[0], errs[0], c, err)
@@ -78,15 +71,7 @@ func TestEmbedFirstTextInOtherDimensionsDoesNotSetTheModels(t *testing.T) {
 		}
 	}
 	srv.OtherDimsContaining("ODD", embeddingtest.DefaultDims/2)
-	w, _ := e.startWorker(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
-	if n, err := w.Enqueuer().EnqueueMissingEmbeddings(e.ctx, "alice", "m1", 64, 1); err != nil || n != 10 {
-		t.Fatalf("sweep enqueued %d items (%v), want 10 in one job", n, err)
-	}
-	var states, errs []string
-	e.waitFor("the embed job's first attempt", func() (bool, string) {
-		states, errs = e.embedJobs()
-		return len(states) == 1 && (states[0] == "completed" || errs[0] != ""), fmt.Sprint(states, errs)
-	})
+	_, states, errs := embedTenInOneJob(t, e, srv)
 	dims, err := e.store.EmbeddingDims(e.ctx, "m1", 1)
 	if err != nil {
 		t.Fatal(err)
@@ -96,4 +81,21 @@ func TestEmbedFirstTextInOtherDimensionsDoesNotSetTheModels(t *testing.T) {
 		t.Fatalf("model's dimensions recorded %d, job %s (error %q), count %+v (%v); want %d, the job completed, 9 embedded and the text answered in other dimensions recorded as refused",
 			dims, states[0], errs[0], c, err, embeddingtest.DefaultDims)
 	}
+}
+
+// embedTenInOneJob starts a worker embedding with srv's model m1, sweeps
+// alice's 10 items into one job and waits for its first attempt; it
+// returns the worker and the embed jobs' states and errors.
+func embedTenInOneJob(t *testing.T, e *env, srv *embeddingtest.Server) (*worker.Worker, []string, []string) {
+	t.Helper()
+	w, _ := e.startWorker(extractor.NewRules(), withEmbedder(embedder(t, srv, "m1"), -1))
+	if n, err := w.Enqueuer().EnqueueMissingEmbeddings(e.ctx, "alice", "m1", 64, 1); err != nil || n != 10 {
+		t.Fatalf("sweep enqueued %d items (%v), want 10 in one job", n, err)
+	}
+	var states, errs []string
+	e.waitFor("the embed job's first attempt", func() (bool, string) {
+		states, errs = e.embedJobs()
+		return len(states) == 1 && (states[0] == "completed" || errs[0] != ""), fmt.Sprint(states, errs)
+	})
+	return w, states, errs
 }
