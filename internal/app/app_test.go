@@ -49,6 +49,7 @@ func testConfig(t *testing.T) Config {
 	// River job), which the tests of the prune ask for with their limits.
 	cfg.Store.CreateDatabase = false
 	cfg.Worker.TurnRetention = -1
+	cfg.Store.MinConns, cfg.EnrichPool.MinConns = 1, 1
 	return cfg
 }
 

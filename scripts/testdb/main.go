@@ -32,13 +32,6 @@ import (
 // its time (a few test runs' worth).
 const deadRowsWorthIt = 200_000
 
-// catalogs are the system catalogs a schema's tables, indexes, functions
-// and triggers add rows to.
-const catalogs = `pg_catalog.pg_attribute, pg_catalog.pg_depend, pg_catalog.pg_class, pg_catalog.pg_index,
-	pg_catalog.pg_attrdef, pg_catalog.pg_constraint, pg_catalog.pg_type, pg_catalog.pg_proc, pg_catalog.pg_trigger,
-	pg_catalog.pg_namespace, pg_catalog.pg_description, pg_catalog.pg_sequence, pg_catalog.pg_rewrite,
-	pg_catalog.pg_statistic, pg_catalog.pg_init_privs`
-
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintf(os.Stderr, "testdb: %v\n", err)
@@ -72,7 +65,7 @@ func run() error {
 		mode = "VACUUM (FULL, ANALYZE) "
 	}
 	start := time.Now()
-	if _, err := conn.Exec(ctx, mode+catalogs); err != nil {
+	if _, err := conn.Exec(ctx, mode+storetest.Catalogs); err != nil {
 		return fmt.Errorf("vacuum the catalogs: %w", err)
 	}
 	fmt.Printf("testdb: vacuumed the tests' database catalogs (%d dead rows in pg_attribute, full: %v) in %s\n",
