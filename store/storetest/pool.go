@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -69,9 +68,6 @@ const (
 	maxIdle     = 16        // idle schemas kept; more are dropped
 	poolVersion = "1"       // bump when the emptying changes
 	ddlLogTable = "public.storetest_ddl"
-	// snapshotsTable holds, for each idle schema, what its give-back left
-	// in it and checked (see snapshot).
-	snapshotsTable = "public.storetest_idle"
 )
 
 // poolSetup is the process's one-time preparation (event triggers, the
@@ -159,7 +155,7 @@ func pooled(t testing.TB) (*claimed, bool) {
 		return tx.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM `+ddlLogTable).Scan(&c.mark)
 	})
 	if err == nil {
-		c.state, c.rows, err = contents(ctx, conn, c.name, nil, nil)
+		c.state, c.rows, err = contents(ctx, conn, c.name, nil)
 	}
 	if err == nil {
 		var tables []string
@@ -206,61 +202,6 @@ type claimed struct {
 	// is kept with the schema when given back as idle, closed otherwise.
 	warm   *warmPool
 	parked bool
-}
-
-// snapshot is what a give-back leaves in an idle schema, as its check
-// found it, for the next claim: the state, row digests and planner's
-// figures the claim would otherwise read (the state of some 110 tables'
-// files, 25-30 ms of Postgres CPU each time). The give-back's first read
-// compares the whole schema with it, so that what changed while the
-// schema was idle is emptied or found, as during a test.
-type snapshot struct {
-	State      map[string]snapshotTable `json:"state"`
-	Rows       map[string]string        `json:"rows"`
-	OIDs       []uint32                 `json:"oids"`
-	Tuples     []float32                `json:"tuples"`
-	Pages      []int32                  `json:"pages"`
-	AllVisible []int32                  `json:"all_visible"`
-}
-
-type snapshotTable struct {
-	Heap    int64  `json:"heap"`
-	Files   int64  `json:"files"`
-	Planner string `json:"planner"`
-}
-
-// snapshot encodes what c held when claimed, which its give-back has just
-// checked it holds again.
-func (c *claimed) snapshot() ([]byte, error) {
-	s := snapshot{State: map[string]snapshotTable{}, Rows: c.rows,
-		OIDs: c.stats.oids, Tuples: c.stats.tuples, Pages: c.stats.pages, AllVisible: c.stats.allVisible}
-	for table, ts := range c.state {
-		s.State[table] = snapshotTable{Heap: ts.heap, Files: ts.files, Planner: ts.planner}
-	}
-	return json.Marshal(s)
-}
-
-// fromSnapshot sets c's state, rows and planner's figures from data, a
-// snapshot; false when there is none to use.
-func (c *claimed) fromSnapshot(data []byte) bool {
-	var s snapshot
-	if len(data) == 0 || json.Unmarshal(data, &s) != nil || len(s.State) == 0 {
-		return false
-	}
-	n := len(s.OIDs)
-	if len(s.Tuples) != n || len(s.Pages) != n || len(s.AllVisible) != n {
-		return false
-	}
-	c.state = map[string]tableState{}
-	for table, ts := range s.State {
-		c.state[table] = tableState{heap: ts.Heap, files: ts.Files, planner: ts.Planner}
-	}
-	c.rows = s.Rows
-	if c.rows == nil {
-		c.rows = map[string]string{}
-	}
-	c.stats = planner{oids: s.OIDs, tuples: s.Tuples, pages: s.Pages, allVisible: s.AllVisible}
-	return true
 }
 
 func randomHex(n int) string {
@@ -325,9 +266,6 @@ CREATE TABLE IF NOT EXISTS ` + ddlLogTable + ` (
 	id          bigserial   PRIMARY KEY,
 	schema_name text        NOT NULL,
 	at          timestamptz NOT NULL DEFAULT now());
-CREATE TABLE IF NOT EXISTS ` + snapshotsTable + ` (
-	schema_name text  PRIMARY KEY,
-	snapshot    jsonb NOT NULL);
 CREATE OR REPLACE FUNCTION public.storetest_ddl_end() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
 BEGIN
@@ -422,7 +360,6 @@ func sweep(ctx context.Context, conn adminDB, fp string) {
 		_ = dropSchema(ctx, conn, name)
 	}
 	_, _ = conn.Exec(ctx, `DELETE FROM `+ddlLogTable+` WHERE schema_name = '*' AND at < now() - interval '1 day'`)
-	_, _ = conn.Exec(ctx, `DELETE FROM `+snapshotsTable+` s WHERE NOT EXISTS (SELECT FROM pg_namespace WHERE nspname = s.schema_name)`)
 }
 
 // idleName names an idle schema of fingerprint fp, made now.
@@ -469,9 +406,6 @@ func dropSchema(ctx context.Context, conn adminDB, name string) error {
 		if _, err := tx.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM `+snapshotsTable+` WHERE schema_name = $1`, name); err != nil {
-			return err
-		}
 		_, err := tx.Exec(ctx, `DELETE FROM `+ddlLogTable+` WHERE schema_name = $1`, name)
 		return err
 	})
@@ -490,7 +424,6 @@ func claim(ctx context.Context, conn adminDB, fp string) (*claimed, bool) {
 	}
 	for _, from := range idle {
 		c := &claimed{name: usePrefix + strconv.Itoa(os.Getpid()) + "_" + randomHex(5)}
-		var snap []byte
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			// Another process claiming the same schema holds it until it
 			// commits; then this rename finds no such schema.
@@ -501,10 +434,6 @@ func claim(ctx context.Context, conn adminDB, fp string) (*claimed, bool) {
 				return err
 			}
 			if _, err := tx.Exec(ctx, `DELETE FROM `+ddlLogTable+` WHERE schema_name = $1`, c.name); err != nil {
-				return err
-			}
-			err := tx.QueryRow(ctx, `DELETE FROM `+snapshotsTable+` WHERE schema_name = $1 RETURNING snapshot`, from).Scan(&snap)
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
 			return tx.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM `+ddlLogTable).Scan(&c.mark)
@@ -520,13 +449,11 @@ func claim(ctx context.Context, conn adminDB, fp string) (*claimed, bool) {
 			c.warm = w
 		}
 		tables, _, err := relations(ctx, conn, c.name)
-		if err == nil && !c.fromSnapshot(snap) {
-			// Idle without a snapshot (given back by an older storetest):
-			// read, as a new schema's are.
-			c.state, c.rows, err = contents(ctx, conn, c.name, nil, nil)
-			if err == nil {
-				c.stats, err = readPlanner(ctx, conn, c.name, tables)
-			}
+		if err == nil {
+			c.state, c.rows, err = contents(ctx, conn, c.name, nil)
+		}
+		if err == nil {
+			c.stats, err = readPlanner(ctx, conn, c.name, tables)
 		}
 		if err == nil {
 			// Again, now that the last sessions of its previous test have
@@ -560,13 +487,10 @@ type tableState struct {
 // a digest of their rows. A row written grows the heap by a page, which
 // only a truncate, or a VACUUM that found the rows gone, takes back; the
 // indexes and free space map keep what the vacuum's rows made of them.
-func contents(ctx context.Context, q querier, schema string, digest map[string]string, only []string) (state map[string]tableState, digests map[string]string, err error) {
+func contents(ctx context.Context, q querier, schema string, digest map[string]string) (state map[string]tableState, digests map[string]string, err error) {
 	tables, _, err := relations(ctx, q, schema)
 	if err != nil {
 		return nil, nil, err
-	}
-	if only != nil {
-		tables = only
 	}
 	// By name and oid, through pg_class's and pg_index's indexes: a scan
 	// of pg_class by namespace reads all of a catalog that a run's schemas
@@ -824,14 +748,14 @@ func empty(ctx context.Context, conn adminDB, c *claimed) (idle, reason string, 
 		if _, err := tx.Exec(ctx, "ALTER SCHEMA "+pgx.Identifier{c.name}.Sanitize()+" RENAME TO "+pgx.Identifier{idle}.Sanitize()); err != nil {
 			return err
 		}
-		state, digests, err := contents(ctx, tx, idle, c.rows, nil)
+		state, digests, err := contents(ctx, tx, idle, c.rows)
 		if err != nil {
 			return err
 		}
 		if len(state) != len(c.state) {
 			return fmt.Errorf("schema %s holds %d tables, %d when claimed", c.name, len(state), len(c.state))
 		}
-		var truncate, changed []string
+		var truncate []string
 		for table, ts := range state {
 			before, ok := c.state[table]
 			if !ok {
@@ -839,7 +763,6 @@ func empty(ctx context.Context, conn adminDB, c *claimed) (idle, reason string, 
 			}
 			if ts != before || digests[table] != c.rows[table] {
 				truncate = append(truncate, pgx.Identifier{idle, table}.Sanitize())
-				changed = append(changed, table)
 			}
 		}
 		// No trigger fires (the change log's among them), and no
@@ -880,31 +803,15 @@ func empty(ctx context.Context, conn adminDB, c *claimed) (idle, reason string, 
 		if err := restorePlanner(ctx, tx, c.stats); err != nil {
 			return fmt.Errorf("restore the planner's figures: %w", err)
 		}
-		// The check, as the next test will find it: of the tables
-		// emptied, the others being as claimed (read above, in this
-		// transaction, with the schema's sessions ended and its name
-		// changed: nothing writes to it since).
-		if len(changed) > 0 {
-			after, afterRows, err := contents(ctx, tx, idle, c.rows, changed)
-			if err != nil {
-				return err
-			}
-			for table, ts := range after {
-				if ts != c.state[table] || afterRows[table] != c.rows[table] {
-					return fmt.Errorf("table %s is not as claimed after emptying: %+v, want %+v", table, ts, c.state[table])
-				}
-			}
-		}
-		// What the next claim would read again (about 30 ms of Postgres
-		// CPU a claim, a whole run's most costly statement): it is what
-		// was just checked.
-		snap, err := c.snapshot()
+		// The check, as the next test will find it.
+		after, afterRows, err := contents(ctx, tx, idle, c.rows)
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO `+snapshotsTable+` (schema_name, snapshot) VALUES ($1, $2)
-			ON CONFLICT (schema_name) DO UPDATE SET snapshot = excluded.snapshot`, idle, snap); err != nil {
-			return err
+		for table, ts := range after {
+			if ts != c.state[table] || afterRows[table] != c.rows[table] {
+				return fmt.Errorf("table %s is not as claimed after emptying: %+v, want %+v", table, ts, c.state[table])
+			}
 		}
 		_, err = tx.Exec(ctx, `DELETE FROM `+ddlLogTable+` WHERE schema_name IN ($1, $2)`, c.name, idle)
 		return err

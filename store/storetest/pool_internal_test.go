@@ -78,7 +78,7 @@ func state(t *testing.T, conn *pgx.Conn, schema string) map[string]string {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
-	files, _, err := contents(ctx, conn, schema, map[string]string{}, nil)
+	files, _, err := contents(ctx, conn, schema, map[string]string{})
 	if err != nil {
 		t.Fatal(err)
 	}
