@@ -675,7 +675,7 @@ func giveBack(t testing.TB, c *claimed) {
 		return
 	}
 	defer conn.Release()
-	defer vacuumCatalogs(ctx, conn)
+	defer func() { _, _ = vacuumCatalogs(ctx, conn) }()
 	// The schema's sessions end first (a parked pool's are named apart) (waited for, up to 10 s each): one
 	// still writing could commit after the emptying, and each flushes its
 	// activity statistics as it exits.
