@@ -454,9 +454,9 @@ func TestPostgresOutageMidIngest(t *testing.T) {
 	serve := e.startServe(viaProxy, "--enrich-timeout", "3s")
 	client := events.NewClient(e.nc, e.prefix)
 
-	before, want := relTurns("p", 20, 75, nil) // 1,500 before the cut
-	during, wantDuring := relTurns("p", 20, 25, nil)
-	for i := range during { // 500 more for the same users, later in time
+	before, want := relTurns("p", 20, 40, nil) // 800 before the cut
+	during, wantDuring := relTurns("p", 20, 12, nil)
+	for i := range during { // 240 more for the same users, later in time
 		during[i].ID = "late-" + during[i].ID
 		during[i].Timestamp = during[i].Timestamp.Add(time.Hour)
 		during[i].AssistantResponse = "late " + during[i].AssistantResponse
@@ -639,7 +639,7 @@ func TestNATSRestartMidIngestAndEnrich(t *testing.T) {
 	}
 	t.Cleanup(stopEnrich)
 
-	turns, want := relTurns("n", 30, 50, nil)
+	turns, want := relTurns("n", 30, 30, nil)
 	half := len(turns) / 2
 	if _, err := e.publishAll(turns[:half], 10); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 )
 
 // TestScaleOutSurvivesSIGKILL runs three serve processes on one stream and
-// database, publishes 1,500 turns, SIGKILLs one process once a third are
+// database, publishes 900 turns, SIGKILLs one process once a third are
 // processed, and checks that every turn was processed exactly once in
 // effect, with each user's latest fact, and that the survivors stop cleanly.
 func TestScaleOutSurvivesSIGKILL(t *testing.T) {
@@ -27,9 +27,9 @@ func TestScaleOutSurvivesSIGKILL(t *testing.T) {
 		procs = append(procs, e.startServe(e.dbURL))
 	}
 
-	// 30 users × 50 turns: enough that all three processes hold jobs when
+	// 30 users × 30 turns: enough that all three processes hold jobs when
 	// one is killed, and that each user's turns are spread over processes.
-	const users, perUser = 30, 50
+	const users, perUser = 30, 30
 	var wg sync.WaitGroup
 	errs := make(chan error, users)
 	for u := range users {
