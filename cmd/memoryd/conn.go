@@ -107,10 +107,15 @@ func (o *connOptions) register(f *flags) {
 
 // config is the app configuration of the connection settings: a command
 // named name (the NATS connection's name) that does not create the database.
+// Its pool opens one connection at start, not the service's four kept
+// ready: a command runs a few statements and exits, and each connection it
+// opened and did not use cost the server a backend's start (some 30 ms of
+// its CPU on a 2-core machine); more open as a command needs them. serve
+// takes only the URL from here.
 func (o *connOptions) config(name string, logger *slog.Logger) app.Config {
 	n := o.nats
 	n.Name = name
-	return app.Config{Logger: logger, Prefix: o.prefix, Stream: o.stream, NATS: n, Store: store.Config{URL: o.databaseURL}}
+	return app.Config{Logger: logger, Prefix: o.prefix, Stream: o.stream, NATS: n, Store: store.Config{URL: o.databaseURL, MinConns: 1}}
 }
 
 // logger checks the connection options and returns the command's logger:

@@ -72,3 +72,21 @@ func serveConfig(t *testing.T, args []string) app.Config {
 	}
 	return o.config(slog.New(slog.DiscardHandler), "memoryd")
 }
+
+// TestCommandsOpenOneConnectionAtStart: a one-shot command's pool opens one
+// connection at start; serve's keeps the store's default (four kept ready).
+func TestCommandsOpenOneConnectionAtStart(t *testing.T) {
+	t.Parallel()
+	var o connOptions
+	f := newFlags("failed", "")
+	o.register(f)
+	if err := f.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := o.config("memoryd-failed", slog.New(slog.DiscardHandler)).Store.MinConns; got != 1 {
+		t.Errorf("a command's Store.MinConns = %d, want 1", got)
+	}
+	if got := serveConfig(t, nil).Store.MinConns; got != 0 {
+		t.Errorf("serve's Store.MinConns = %d, want 0 (the store's default)", got)
+	}
+}
