@@ -238,13 +238,10 @@ func (s *Store) ImportInto(ctx context.Context, userID, token, memory string, r 
 		if err := q.lockClears(ctx, []string{userID}, true); err != nil {
 			return err
 		}
-		// The user's language lock, shared, as the context insert trigger
-		// takes it, but before the clears below delete (and lock) any item:
-		// a language change (exclusive, then every item re-indexed) waited
-		// for a deleted item while the import's first insert waited for the
-		// lock, a deadlock failing one of them.
-		if _, err := q.db.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(`+languageLock+`)`, userID); err != nil {
-			return fmt.Errorf("lock user language: %w", err)
+		// Before the clears below delete (and lock) any item (see
+		// lockLanguageShared).
+		if err := q.lockLanguageShared(ctx, userID); err != nil {
+			return err
 		}
 		// One change for the import, not one per row it wrote.
 		if err := q.quietly(ctx, func() error { return q.applyImport(ctx, userID, byType, counts) }); err != nil {

@@ -44,6 +44,18 @@ func (s *Store) UserLanguage(ctx context.Context, userID string) (Language, erro
 // context insert trigger (migration 020) takes shared.
 const languageLock = `hashtextextended('memoryd.language.' || current_schema() || '.' || $1::text, 0)`
 
+// lockLanguageShared takes user's language lock shared, as the context
+// insert trigger takes it, for a write that deletes (and so locks) items
+// before it inserts: taken first, so that a language change (exclusive,
+// then every item re-indexed) cannot wait for a deleted item while the
+// write's first insert waits for the lock, a deadlock failing one of them.
+func (s *Store) lockLanguageShared(ctx context.Context, userID string) error {
+	if _, err := s.db.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(`+languageLock+`)`, userID); err != nil {
+		return fmt.Errorf("lock user language: %w", err)
+	}
+	return nil
+}
+
 // SetLanguage sets the user's language and its text search configuration
 // (config must be one of Postgres' configurations; the caller maps language
 // names to them) and re-indexes the user's context items under config, in

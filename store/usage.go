@@ -289,12 +289,9 @@ func (s *Store) dropTurnItems(ctx context.Context, userID string, eventIDs []str
 	if err := s.lockClears(ctx, []string{userID}, true); err != nil {
 		return err
 	}
-	// The user's language lock, shared, as InsertContext's trigger takes
-	// it below, but before the delete locks any item: a language change
-	// (exclusive, then every item re-indexed) otherwise waited for a
-	// deleted item while the insert waited for the lock, a deadlock.
-	if _, err := s.db.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(`+languageLock+`)`, userID); err != nil {
-		return fmt.Errorf("lock user language: %w", err)
+	// Before the delete locks any item (see lockLanguageShared).
+	if err := s.lockLanguageShared(ctx, userID); err != nil {
+		return err
 	}
 	// Every key the new extraction writes is locked here, in the order
 	// UpsertFacts takes the same locks: locking only the list keys first

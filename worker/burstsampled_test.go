@@ -21,14 +21,7 @@ func TestBurstSampledInvalidRepliesSendsItsTurnsOneARequest(t *testing.T) {
 		return "I'm sorry, but I can't help with that."
 	})
 	e.start(llm, func(c *worker.Config) { c.MaxAttempts = 3 })
-	st := e.waitDone(3)
-	if st.TurnsProcessed != 3 || st.TurnsFailed != 0 {
-		failed, _ := e.store.FailedTurns(e.ctx, "u", 10)
-		for _, f := range failed {
-			t.Errorf("failed: %s attempts=%d %q", f.EventID, f.Attempts, f.LastError)
-		}
-		t.Fatalf("stats %+v, want the burst's 3 turns processed", st)
-	}
+	burstProcessed(t, e)
 	// Two attempts of the burst (two calls each), then each turn once.
 	if b, o := batchCalls.Load(), turnCalls.Load(); b != 4 || o != 3 {
 		t.Errorf("calls: %d for the burst, %d for its turns; want 4, 3", b, o)

@@ -257,14 +257,7 @@ func TestBurstInvalidAtItsLastAttemptSplits(t *testing.T) {
 		return "I am sorry, I can only answer in prose."
 	})
 	e.start(llm, func(c *worker.Config) { c.MaxAttempts = 1 })
-	st := e.waitDone(3)
-	if st.TurnsProcessed != 3 {
-		failed, _ := e.store.FailedTurns(e.ctx, "u", 10)
-		for _, f := range failed {
-			t.Errorf("failed: %s attempts=%d %q", f.EventID, f.Attempts, f.LastError)
-		}
-		t.Fatalf("stats %+v, want the burst's 3 turns processed", st)
-	}
+	burstProcessed(t, e)
 	if b, o := batchCalls.Load(), turnCalls.Load(); b != 2 || o != 3 {
 		t.Errorf("calls: %d for the burst, %d for its turns; want 2 (one attempt), 3", b, o)
 	}
@@ -303,3 +296,17 @@ func (o *onOutcome) TurnRejected(string)                              {}
 func (o *onOutcome) Pruned(int64)                                     {}
 func (o *onOutcome) Redacted(string, string)                          {}
 func (o *onOutcome) Extracted(_ time.Duration, _ int, outcome string) { o.f(outcome) }
+
+// burstProcessed waits for burstOfThree's turns and fails the test, naming
+// the failed ones, unless all 3 were processed.
+func burstProcessed(t *testing.T, e *env) {
+	t.Helper()
+	st := e.waitDone(3)
+	if st.TurnsProcessed != 3 || st.TurnsFailed != 0 {
+		failed, _ := e.store.FailedTurns(e.ctx, "u", 10)
+		for _, f := range failed {
+			t.Errorf("failed: %s attempts=%d %q", f.EventID, f.Attempts, f.LastError)
+		}
+		t.Fatalf("stats %+v, want the burst's 3 turns processed", st)
+	}
+}

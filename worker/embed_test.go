@@ -449,10 +449,7 @@ func TestEmbedRefusedTextAloneStaysLexical(t *testing.T) {
 	srv := embeddingtest.New(t)
 	srv.RefuseContaining("POISON")
 	srv.RefuseOver(9000)
-	var items []store.ContextWrite
-	for i := range 10 {
-		items = append(items, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("note %d", i), Answer: fmt.Sprintf("plain answer %d", i), CreatedAt: t0})
-	}
+	items := aliceNotes(10)
 	// The refused text is the job's shortest: the probe that tells a
 	// refusal of the requests from one of a text must not take it for the
 	// former (a review: all 10 left without a vector).
@@ -673,4 +670,14 @@ func TestEmbedWaitsLogOnceAJob(t *testing.T) {
 		t.Fatalf("one embed job's waits logged as %v; want its first at info, the later ones at debug, nothing else, and the line held back in an outage (OutageRepeats: %q)",
 			levels, worker.OutageRepeats)
 	}
+}
+
+// aliceNotes is n context items of alice's, "note i" answered "plain answer
+// i", at t0: texts an embeddings test changes one or two of.
+func aliceNotes(n int) []store.ContextWrite {
+	items := make([]store.ContextWrite, 0, n)
+	for i := range n {
+		items = append(items, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("note %d", i), Answer: fmt.Sprintf("plain answer %d", i), CreatedAt: t0})
+	}
+	return items
 }

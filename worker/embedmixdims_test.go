@@ -7,7 +7,6 @@ import (
 
 	"github.com/memoryd/memoryd/embedding/embeddingtest"
 	"github.com/memoryd/memoryd/extractor"
-	"github.com/memoryd/memoryd/store"
 )
 
 // TestEmbedHalvesOfOtherDimensions: a job whose batch was halved (one text
@@ -21,10 +20,7 @@ func TestEmbedHalvesOfOtherDimensions(t *testing.T) {
 	e := setup(t)
 	srv := embeddingtest.New(t)
 	srv.RefuseContaining("POISON")
-	var items []store.ContextWrite
-	for i := range 8 {
-		items = append(items, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("note %d", i), Answer: fmt.Sprintf("plain answer %d", i), CreatedAt: t0})
-	}
+	items := aliceNotes(8)
 	items[5].Answer = "POISON"
 	if _, err := e.store.InsertContext(e.ctx, items); err != nil {
 		t.Fatal(err)

@@ -20,10 +20,7 @@ import (
 func TestEmbedTextsAnsweredInOtherDimensionsAreRecorded(t *testing.T) {
 	e := setup(t)
 	srv := embeddingtest.New(t)
-	var items []store.ContextWrite
-	for i := range 10 {
-		items = append(items, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("note %d", i), Answer: fmt.Sprintf("plain answer %d", i), CreatedAt: t0})
-	}
+	items := aliceNotes(10)
 	items[3].Answer = "ODD answer"
 	items[7].Answer = "another ODD answer"
 	if _, err := e.store.InsertContext(e.ctx, items); err != nil {
@@ -59,10 +56,7 @@ func TestEmbedTextsAnsweredInOtherDimensionsAreRecorded(t *testing.T) {
 func TestEmbedFirstTextInOtherDimensionsDoesNotSetTheModels(t *testing.T) {
 	e := setup(t)
 	srv := embeddingtest.New(t)
-	var items []store.ContextWrite
-	for i := range 10 {
-		items = append(items, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("note %d", i), Answer: fmt.Sprintf("plain answer %d", i), CreatedAt: t0})
-	}
+	items := aliceNotes(10)
 	items[0].Answer = "ODD answer"
 	// Inserted alone first, the lowest id: the job's first text.
 	for _, batch := range [][]store.ContextWrite{items[:1], items[1:]} {

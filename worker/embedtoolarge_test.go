@@ -26,10 +26,7 @@ func llamaTooLargeItems(t *testing.T, e *env, n int) *embeddingtest.Server {
 	srv := embeddingtest.New(t)
 	srv.FailContaining("LONG", http.StatusInternalServerError)
 	srv.ErrorBody(llamaTooLarge)
-	var items []store.ContextWrite
-	for i := range 10 {
-		items = append(items, store.ContextWrite{UserID: "alice", Question: fmt.Sprintf("note %d", i), Answer: fmt.Sprintf("plain answer %d", i), CreatedAt: t0})
-	}
+	items := aliceNotes(10)
 	items[2].Answer = "LONG " + strings.Repeat("a pasted paragraph ", n)
 	items[6].Answer = "LONG " + strings.Repeat("another pasted paragraph ", n)
 	if _, err := e.store.InsertContext(e.ctx, items); err != nil {

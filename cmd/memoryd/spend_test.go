@@ -78,11 +78,6 @@ func serveConfig(t *testing.T, args []string) app.Config {
 func TestCommandsOpenOneConnectionAtStart(t *testing.T) {
 	t.Parallel()
 	var o connOptions
-	f := newFlags("failed", "")
-	o.register(f)
-	if err := f.Parse(nil); err != nil {
-		t.Fatal(err)
-	}
 	if got := o.config("memoryd-failed", slog.New(slog.DiscardHandler)).Store.MinConns; got != 1 {
 		t.Errorf("a command's Store.MinConns = %d, want 1", got)
 	}
