@@ -834,8 +834,10 @@ func (p *Proxy) publish(sc trace.SpanContext, user, message string, acc *reply) 
 		// turn and nothing of it be remembered: a message by its end, the
 		// part enrich searched with (a pasted text before the question), a
 		// reply by its start.
-		UserMessage:       lastBytes(message, events.MaxUserMessageBytes),
-		AssistantResponse: firstBytes(noNUL(acc.text.String()), events.MaxAssistantResponseBytes),
+		UserMessage: lastBytes(message, events.MaxUserMessageBytes),
+		// The answer alone: a reasoning model's thinking, hidden by chat
+		// apps, is nothing the user read.
+		AssistantResponse: firstBytes(noNUL(withoutReasoning(acc.text.String())), events.MaxAssistantResponseBytes),
 		Timestamp:         time.Now().UTC(),
 	}
 	fitEvent(&turn)

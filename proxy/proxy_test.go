@@ -45,7 +45,8 @@ type upstream struct {
 	// answers, "close" closes the connection unanswered, "cut" breaks a stream off, "stall" stops sending after a
 	// stream's first chunk, "slow" streams its words 100 ms apart,
 	// "linger" holds a stream's body open after its [DONE], "errorevent"
-	// sends an SSE "event: error" after the finish reason.
+	// sends an SSE "event: error" after the finish reason; a mode of
+	// reasoningReplies answers with that reply instead of replyText.
 	mu       sync.Mutex
 	mode     string
 	requests [][]byte
@@ -166,9 +167,13 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = json.Unmarshal(body, &req)
 	id := fmt.Sprintf("chatcmpl-%d", time.Now().UnixNano())
+	text := replyText
+	if r, ok := reasoningReplies[mode]; ok {
+		text = r
+	}
 	if !req.Stream {
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"id":%q,"object":"chat.completion","created":1,"model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":11,"completion_tokens":7,"total_tokens":18}}`, id, replyText)
+		fmt.Fprintf(w, `{"id":%q,"object":"chat.completion","created":1,"model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":11,"completion_tokens":7,"total_tokens":18}}`, id, text)
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -179,7 +184,7 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		w.(http.Flusher).Flush()
 	}
 	write(fmt.Sprintf("data: {\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"fake-model\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}\n\n", id))
-	for _, word := range strings.SplitAfter(replyText, " ") {
+	for _, word := range strings.SplitAfter(text, " ") {
 		write(fmt.Sprintf("data: {\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"fake-model\",\"choices\":[{\"index\":0,\"delta\":{\"content\":%q},\"finish_reason\":null}]}\n\n", id, word))
 		if mode == "slow" {
 			// A model that thinks between words, as real ones do: the

@@ -1,0 +1,60 @@
+package proxy
+
+import (
+	"regexp"
+	"strings"
+	"unicode"
+)
+
+// reasoningTag matches the tags around the reasoning some models write in
+// their content before the answer (DeepSeek-R1, Qwen3, QwQ served without
+// a reasoning parser), under the names they use; the extractor reads its
+// own model's replies past the same tags.
+var reasoningTag = regexp.MustCompile(`(?i)<(/?)(think|thinking|reasoning)>`)
+
+// withoutReasoning returns the answer of a reply's text: without the
+// reasoning blocks it opens with, and, when its first tag closes a block
+// (DeepSeek-R1's chat template opens the block in the prompt, so the
+// content starts inside it), without everything up to that tag. A block
+// opened and never closed (the reply cut by its token limit while
+// thinking) leaves no answer: "". A tag after the answer has begun is the
+// answer's text. Chat apps hide the reasoning: the user never read it, and
+// remembered, it came back in later prompts as what the assistant had said.
+func withoutReasoning(text string) string {
+	first := reasoningTag.FindStringSubmatchIndex(text)
+	if first == nil {
+		return text
+	}
+	stripped := false
+	if first[3] > first[2] {
+		text, stripped = text[first[1]:], true
+	}
+	for {
+		rest := strings.TrimLeftFunc(text, unicode.IsSpace)
+		m := reasoningTag.FindStringSubmatchIndex(rest)
+		if m == nil || m[0] != 0 || m[3] > m[2] {
+			break
+		}
+		end := closingTag(rest[m[1]:], rest[m[4]:m[5]])
+		if end < 0 {
+			return ""
+		}
+		text, stripped = rest[m[1]+end:], true
+	}
+	if stripped {
+		// The blank lines a model writes after its block.
+		return strings.TrimLeftFunc(text, unicode.IsSpace)
+	}
+	return text
+}
+
+// closingTag returns the end in s of the first tag closing a block named
+// name (in any case), or -1.
+func closingTag(s, name string) int {
+	for _, m := range reasoningTag.FindAllStringSubmatchIndex(s, -1) {
+		if m[3] > m[2] && strings.EqualFold(s[m[4]:m[5]], name) {
+			return m[1]
+		}
+	}
+	return -1
+}

@@ -1,0 +1,58 @@
+package proxy_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
+)
+
+// reasoningReplies are the upstream's replies in its reasoning modes: the
+// reasoning a model writes into its content before the answer when served
+// without a reasoning parser (vLLM, llama.cpp's --reasoning-format none,
+// older Ollama), as a whole block, or, as DeepSeek-R1's chat template opens
+// the block in the prompt, with its closing tag alone.
+var reasoningReplies = map[string]string{
+	"think":    "<think>\nThe user may secretly live in Reykjavik; perhaps they own a llama called Pedro.\n</think>\n\n" + replyText,
+	"r1":       "Okay, the user is probably a dentist from Oslo who hates jazz.\n</think>\n\n" + replyText,
+	"thinking": "<Thinking>Maybe they mean the red boat.</Thinking> <think>Two blocks.</think>" + replyText,
+}
+
+// TestReasoningIsNotRemembered: a reasoning model's thinking, which chat
+// apps hide and the user never reads, is not part of the turn: the turn
+// remembers the answer, streamed or not. Remembered, it was stored and
+// injected into later prompts as what the assistant had said (a walk: "the
+// user may secretly live in Reykjavik" came back as context).
+func TestReasoningIsNotRemembered(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	s := e.turnStream(t)
+	subj := events.TurnSubject(e.prefix, "alice")
+	n := uint64(0)
+	for _, mode := range []string{"think", "r1", "thinking"} {
+		for _, stream := range []bool{false, true} {
+			e.up.setMode(mode)
+			e.chat(t, fmt.Sprintf(`{"model":"m","stream":%v,"messages":[{"role":"user","content":"I repaint my boat every May"}]}`, stream), nil)
+			n++
+			eventstest.Eventually(t, "the turn published", time.Minute, func() (bool, string) {
+				got := e.turnsPublished(t, "alice")
+				return got == n, fmt.Sprintf("%d turns", got)
+			})
+			msg, err := s.GetLastMsgForSubject(context.Background(), subj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var turn events.Turn
+			if err := json.Unmarshal(msg.Data, &turn); err != nil {
+				t.Fatal(err)
+			}
+			if turn.AssistantResponse != replyText {
+				t.Errorf("%s, stream %v: the turn's reply is %q, want the answer alone, %q", mode, stream, turn.AssistantResponse, replyText)
+			}
+		}
+	}
+}
