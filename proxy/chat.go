@@ -782,7 +782,8 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 		return OutcomeUpstreamStreamError
 	}
 	if remember && acc.done() {
-		p.publish(span.SpanContext(), user, rq.text, &acc)
+		open, ok := readOpening(rq.messages)
+		p.publish(span.SpanContext(), user, rq.text, conversationID(user, open, ok, acc.text.String()), &acc)
 	}
 	return outcome
 }
@@ -819,7 +820,7 @@ func relay(w http.ResponseWriter, body io.Reader, acc *reply) error {
 // client's response is complete by then and does not depend on it.
 // The turn carries sc (the request's span context, when traced), so that
 // its ingest and extraction join the request's trace.
-func (p *Proxy) publish(sc trace.SpanContext, user, message string, acc *reply) {
+func (p *Proxy) publish(sc trace.SpanContext, user, message, conversation string, acc *reply) {
 	// A random id, made once per completed reply, so the retries below
 	// reuse it. Not the upstream's completion id: servers need not make it
 	// unique (Ollama picks one of 999 values), and a repeated id would be
@@ -828,8 +829,9 @@ func (p *Proxy) publish(sc trace.SpanContext, user, message string, acc *reply) 
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
 	turn := events.Turn{
-		ID:     "proxy-" + id,
-		UserID: user,
+		ID:             "proxy-" + id,
+		UserID:         user,
+		ConversationID: conversation,
 		// Fitted to the turn's limits, or the publish would refuse the
 		// turn and nothing of it be remembered: a message by its end, the
 		// part enrich searched with (a pasted text before the question), a
