@@ -349,16 +349,35 @@ func upstreamError(err error) error {
 	if !errors.As(err, &ue) {
 		return err
 	}
-	u, perr := url.Parse(ue.URL)
-	if perr != nil {
+	shown, ok := shownURL(ue.URL)
+	if !ok {
 		return fmt.Errorf("%s (unparsable URL): %w", ue.Op, ue.Err)
 	}
-	shown := u.Redacted()
+	return fmt.Errorf("%s %q: %w", ue.Op, shown, ue.Err)
+}
+
+// shownURL is an upstream URL fit for the log: its query as "?..." and its
+// password hidden. ok is false when it does not parse.
+func shownURL(raw string) (shown string, ok bool) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", false
+	}
 	if u.RawQuery != "" || u.ForceQuery {
 		u.RawQuery, u.ForceQuery = "", false
-		shown = u.Redacted() + "?..."
+		return u.Redacted() + "?...", true
 	}
-	return fmt.Errorf("%s %q: %w", ue.Op, shown, ue.Err)
+	return u.Redacted(), true
+}
+
+// logNotFound logs the upstream's 404 to a chat request, which the client
+// gets as it came (Ollama's is "404 page not found"): the operator is told
+// the URL asked and the model, the two things such a 404 is about.
+func (p *Proxy) logNotFound(url string, rq *request) {
+	var model string
+	_ = json.Unmarshal(rq.fields["model"], &model)
+	shown, _ := shownURL(url)
+	p.log.Warn(msgUpstreamNotFound, "url", shown, "model", firstBytes(model, 200))
 }
 
 // request is a chat completion request as far as the proxy reads it; every
@@ -740,6 +759,9 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 		return outcome
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		p.logNotFound(req.URL.String(), rq)
+	}
 	copyHeaders(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
 	if span.IsRecording() {
@@ -887,8 +909,10 @@ const (
 	msgEnrichDegraded  = "enrich degraded, forwarding unenriched"
 	msgUpstreamFailed  = "upstream request failed"
 	msgUpstreamTimeout = "upstream did not answer in time (504)" // before: no line at all
+	// before: no line at all, and the chat app showed Ollama's "404 page not found"
+	msgUpstreamNotFound = "upstream answered 404 to the chat request, relayed: check that --upstream is its OpenAI base URL (ending in /v1 for OpenAI, Ollama, vLLM and llama.cpp) and that it serves the model"
 )
 
 // PerRequestFailures are those messages: a process's log handler may hold
 // back their repeats (memoryd's command does).
-var PerRequestFailures = []string{msgEnrichFailed, msgEnrichDegraded, msgUpstreamFailed, msgUpstreamTimeout}
+var PerRequestFailures = []string{msgEnrichFailed, msgEnrichDegraded, msgUpstreamFailed, msgUpstreamTimeout, msgUpstreamNotFound}

@@ -41,7 +41,7 @@ const (
 // and answers with replyText, streamed in chunks when asked to.
 type upstream struct {
 	srv *httptest.Server
-	// mode: "" answers, "500" fails, "401" refuses the key, "hang" never
+	// mode: "" answers, "404" answers an unknown path's 404, "500" fails, "401" refuses the key, "hang" never
 	// answers, "close" closes the connection unanswered, "cut" breaks a stream off, "stall" stops sending after a
 	// stream's first chunk, "slow" streams its words 100 ms apart,
 	// "linger" holds a stream's body open after its [DONE], "errorevent"
@@ -119,6 +119,11 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnauthorized)
 		fmt.Fprint(w, `{"error":{"message":"Incorrect API key provided: upstr***cret.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`)
+		return
+	case "404":
+		// An upstream URL without its /v1: Ollama's (Go's) answer to an
+		// unknown path.
+		http.NotFound(w, r)
 		return
 	case "500":
 		w.Header().Set("Content-Type", "application/json")
