@@ -261,6 +261,8 @@ func TestBurstInvalidAtItsLastAttemptSplits(t *testing.T) {
 	if b, o := batchCalls.Load(), turnCalls.Load(); b != 2 || o != 3 {
 		t.Errorf("calls: %d for the burst, %d for its turns; want 2 (one attempt), 3", b, o)
 	}
+	// b0's job extracted its own turn alone, and gave b1 and b2 a job each.
+	checkBurstJob(t, e, 0, 5)
 }
 
 // burstOfThree inserts user u's burst of three turns (b0-b2, conversation
@@ -270,11 +272,18 @@ func TestBurstInvalidAtItsLastAttemptSplits(t *testing.T) {
 // the counts of the burst's calls and of one-turn calls.
 func burstOfThree(t *testing.T, e *env, cfg extractor.LLMConfig, batch func(n int64) string) (*extractor.LLM, *atomic.Int64, *atomic.Int64) {
 	t.Helper()
+	return burstOfThreeReplies(t, e, cfg, func(n int64) extractortest.Reply { return extractortest.Content(batch(n)) })
+}
+
+// burstOfThreeReplies is burstOfThree with the burst's request answered
+// with batch(n), a whole reply (an error status, say).
+func burstOfThreeReplies(t *testing.T, e *env, cfg extractor.LLMConfig, batch func(n int64) extractortest.Reply) (*extractor.LLM, *atomic.Int64, *atomic.Int64) {
+	t.Helper()
 	srv := extractortest.NewServer(t)
 	var batchCalls, turnCalls atomic.Int64
 	srv.SetHandler(func(req openai.ChatCompletionRequest) extractortest.Reply {
 		if _, _, ok := extractor.PromptTurn(req.Messages[len(req.Messages)-1].Content); !ok {
-			return extractortest.Content(batch(batchCalls.Add(1)))
+			return batch(batchCalls.Add(1))
 		}
 		turnCalls.Add(1)
 		return extractortest.Content(`{"facts":{"name":"Alice"}}`)

@@ -67,3 +67,42 @@ func TestPanicOnTheLastAttemptFailsTheTurns(t *testing.T) {
 		t.Fatalf("extractor called %d times in all, want 4 (2 attempts per job)", got)
 	}
 }
+
+// panickingOnceExtractor panics on its first call and extracts with its
+// rules after, counting the calls.
+type panickingOnceExtractor struct {
+	*extractor.Rules
+	calls atomic.Int64
+}
+
+func (p *panickingOnceExtractor) Extract(ctx context.Context, in extractor.Input) (extractor.Result, error) {
+	if p.calls.Add(1) == 1 {
+		panic("extractor bug")
+	}
+	return p.Rules.Extract(ctx, in)
+}
+
+// TestPanicBeforeTheLastAttemptIsRetried: a panic on an attempt that is
+// not the job's last is left to River, which retries the job: the turn
+// is extracted at the second attempt, not marked failed, and the job
+// completes with the panic as its one error.
+func TestPanicBeforeTheLastAttemptIsRetried(t *testing.T) {
+	e := setup(t)
+	ext := &panickingOnceExtractor{Rules: extractor.NewRules()}
+	e.startWorker(ext, func(c *worker.Config) { c.MaxAttempts = 2 })
+	e.publish(events.Turn{ID: "p1", UserID: "alice", UserMessage: "I live in Lisbon."})
+	if st := e.waitDone(1); st.TurnsProcessed != 1 {
+		t.Fatalf("stats %+v, want the turn processed at the retry", st)
+	}
+	var jobs []*rivertype.JobRow
+	e.waitFor("River to end the job", func() (bool, string) {
+		jobs = e.extractJobs()
+		return len(jobs) == 1 && jobs[0].FinalizedAt != nil, fmt.Sprintf("jobs %+v", jobs)
+	})
+	if j := jobs[0]; j.State != rivertype.JobStateCompleted || j.Attempt != 2 || len(j.Errors) != 1 || !strings.Contains(j.Errors[0].Error, "extractor bug") {
+		t.Errorf("job %s at attempt %d with errors %+v; want completed at its second attempt, the panic its one error", j.State, j.Attempt, j.Errors)
+	}
+	if got := ext.calls.Load(); got != 2 {
+		t.Errorf("extractor called %d times, want 2", got)
+	}
+}

@@ -550,3 +550,54 @@ func TestJobsWhoseFetchWasLostTakenOver(t *testing.T) {
 	default:
 	}
 }
+
+// TestJobOfDeadProcessRunsTheWorkersAttempts: a job that runs the
+// worker's attempts (retry-failed's from a process without workers:
+// River's row says 25) left running by a dead process is taken over on
+// the worker's count: on the worker's last attempt its turn fails for
+// good and the job ends cancelled; before it, its replacement has the
+// worker's attempts left, and extracts the turn.
+func TestJobOfDeadProcessRunsTheWorkersAttempts(t *testing.T) {
+	e := setup(t)
+	jobs := e.recordTurns(recoverTurn("dead-first", "ann"), recoverTurn("dead-last", "ann"))
+	e.exec(`INSERT INTO memoryd_processes (id, heartbeat_at) VALUES ('crashed', now() - interval '1 hour')`)
+	running := `UPDATE river_job SET state = 'running', attempt = $2, attempted_at = now(), attempted_by = ARRAY['crashed'] WHERE id = $1`
+	e.exec(running, jobs["dead-first"], 1)
+	e.exec(running, jobs["dead-last"], 2)
+
+	e.start(extractor.NewRules(), func(c *worker.Config) { c.MaxAttempts = 2 })
+	e.waitFor("the dead process's turns settled", func() (bool, string) {
+		a, b := e.turnStatus("dead-first"), e.turnStatus("dead-last")
+		return a.Status == store.StatusProcessed && b.Status == store.StatusFailed, a.Status + "/" + b.Status
+	})
+	if got := e.turnStatus("dead-last").LastError; !strings.Contains(got, "discarded after 2 attempts") {
+		t.Errorf("failed turn's reason = %q, want the discarded job named", got)
+	}
+	for id, j := range jobs {
+		var maxAttempts int
+		if err := e.store.Pool().QueryRow(e.ctx, `SELECT max_attempts FROM river_job WHERE id = $1`, j).Scan(&maxAttempts); err != nil || maxAttempts != 25 {
+			t.Fatalf("job of %s carries max_attempts %d, %v; this test needs River's default", id, maxAttempts, err)
+		}
+		if s := e.jobState(j); s != "cancelled" {
+			t.Errorf("job of %s is %s, want cancelled", id, s)
+		}
+	}
+	var reps []int
+	rows, err := e.store.Pool().Query(e.ctx, `SELECT max_attempts FROM river_job WHERE metadata ? 'memoryd_replaces'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n int
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		reps = append(reps, n)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(reps) != 1 || reps[0] != 1 {
+		t.Errorf("replacements' max_attempts %v, want one, of 1 (the worker's 2 less the one spent)", reps)
+	}
+}
