@@ -31,9 +31,16 @@ func TestBurstSplitsForInvalidRepliesOnly(t *testing.T) {
 		// errors): a snooze spends none.
 		errors int
 	}{
-		// A snooze, free: it never counted toward a split.
+		// A snooze, free: no attempt, nothing recorded on the turns.
 		{name: "429", first: extractortest.Error(http.StatusTooManyRequests, "slow down"), errors: 1},
 		{name: "503 within --llm-max-outage", first: extractortest.Error(http.StatusServiceUnavailable, "loading model"), errors: 1},
+		// An attempt spent, and recorded on the turns: before, a turn's
+		// recorded attempt of any kind split the burst at its next
+		// invalid replies (at the second attempt here: 3 calls for the
+		// burst, one for each turn).
+		{name: "500", first: extractortest.Error(http.StatusInternalServerError, "boom"), errors: 2},
+		{name: "503 past --llm-max-outage", first: extractortest.Error(http.StatusServiceUnavailable, "loading model"),
+			cfg: func(c *worker.Config) { c.MaxModelOutage = -1 }, errors: 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := setup(t)

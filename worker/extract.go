@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -467,22 +468,33 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 
 // splits reports whether a burst job whose burst's request (of burst, its
 // claimed turns) got invalid replies (err) sends the burst's turns one a
-// request: when the burst was attempted before, by this job (the same
-// replies as at its last attempt, metaInvalidReply, or others,
-// metaBurstInvalid) or by another (a turn of it has a failed attempt
-// recorded: the jobs of a burst's turns take it in turn, each with
-// metadata of its own, and a repeat or a second attempt seen by no one
-// job failed every turn at the last attempt), and when this attempt is the
-// job's last, at which the burst failed whole for good: sent one a
-// request, each turn gets an attempt of its own first.
+// request: when the burst got invalid replies before, at an attempt of
+// this job (metaBurstInvalid) or of another (a turn of it whose last
+// attempt failed so, invalidReplies: the jobs of a burst's turns take it
+// in turn, each with metadata of its own, and a second attempt seen by no
+// one job failed every turn at the last attempt), and when failing the
+// burst now would fail its turns for good (outcome: the replies of its
+// last attempt repeated, metaInvalidReply, or its job's last attempt):
+// sent one a request, each turn gets an attempt of its own first. Only
+// attempts with invalid replies count: a 500, or a server down past
+// --llm-max-outage, says nothing of the burst's size, and before, such an
+// attempt sent the burst's turns one a request at its first invalid
+// replies (one call a turn where a next attempt of the burst could do
+// with one).
 func (e *extractWorker) splits(job *rivertype.JobRow, burst []store.Turn, err error) bool {
-	if repeatsInvalidReply(err, job) || metaTrue(job.Metadata, metaBurstInvalid) {
+	if metaTrue(job.Metadata, metaBurstInvalid) || slices.ContainsFunc(burst, invalidReplies) {
 		return true
 	}
-	if slices.ContainsFunc(burst, func(t store.Turn) bool { return t.Attempts > 0 }) {
-		return true
-	}
-	return job.Attempt >= jobAttempts(job.MaxAttempts, job.Metadata, e.w.cfg.MaxAttempts)
+	return outcome(err, job, false, e.w.budget()).final
+}
+
+// invalidReplies reports whether t's last attempt that failed (its
+// LastError) got the model's invalid replies: the error recorded then is
+// the extractor's of that kind, alone or wrapped (repeatedReplyReason's).
+// An attempt that failed otherwise since hides it, and the burst gets one
+// more attempt before it splits.
+func invalidReplies(t store.Turn) bool {
+	return t.Attempts > 0 && strings.Contains(t.LastError, extractor.ErrInvalidOutput.Error())
 }
 
 // splitBurst hands the turns of burst that are not job's own over to a job

@@ -425,12 +425,23 @@ func (t *jobsInProcess) notHeld(ids []int64) []int64 {
 	return out
 }
 
+// errProcessStopped is the failure of an extraction job's run whose process
+// stopped during it, as outcome decides it (takeOverWith): an attempt.
+var errProcessStopped = errors.New("its process stopped while running the job")
+
 // takeOverWith is takeOver of the jobs find ends; lost tells jobs that
 // never ran (their attempt is given back) from those of a dead process.
 func (w *Worker) takeOverWith(ctx context.Context, lost bool, find func(q *store.Store) ([]store.TakenJob, error)) error {
-	var taken []store.TakenJob
+	var (
+		taken []store.TakenJob
+		// discarded: the extraction jobs that stopped on their last
+		// attempt (outcome), whose turns failed.
+		discarded map[int64]bool
+	)
+	b := w.budget()
 	err := w.cfg.Store.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
 		var err error
+		discarded = map[int64]bool{}
 		taken, err = find(q)
 		if err != nil || len(taken) == 0 {
 			return err
@@ -463,15 +474,16 @@ func (w *Worker) takeOverWith(ctx context.Context, lost bool, find func(q *store
 				w.logger.Error("job of a dead process has unreadable arguments", "job_id", j.ID, "error", err)
 				continue
 			}
-			maxAttempts := jobAttempts(j.MaxAttempts, j.Metadata, w.cfg.MaxAttempts)
-			if j.Attempt >= maxAttempts {
+			row := &rivertype.JobRow{ID: j.ID, Kind: j.Kind, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, Metadata: j.Metadata}
+			if outcome(errProcessStopped, row, false, b).final {
+				discarded[j.ID] = true
 				reason := fmt.Sprintf("extraction job %d discarded after %d attempts: its process stopped while running the last one", j.ID, j.Attempt)
 				if err := q.MarkFailed(ctx, args.UserID, args.EventIDs, reason, true); err != nil {
 					return err
 				}
 				continue
 			}
-			reps = append(reps, replacement{args: args, queue: j.Queue, attemptsLeft: maxAttempts - j.Attempt,
+			reps = append(reps, replacement{args: args, queue: j.Queue, attemptsLeft: b.attemptsLeft(row),
 				replaces: j.ID, carried: carriedOf(j.Metadata)})
 		}
 		if err := w.enq.insertSkippingDuplicates(ctx, tx, asIs); err != nil {
@@ -509,7 +521,7 @@ func (w *Worker) takeOverWith(ctx context.Context, lost bool, find func(q *store
 		_ = json.Unmarshal(j.Args, &args) // read above
 		// AttemptedAt is River's time: Postgres's.
 		took := w.cfg.Store.Clock().Now().Sub(j.AttemptedAt)
-		if j.Attempt >= jobAttempts(j.MaxAttempts, j.Metadata, w.cfg.MaxAttempts) {
+		if discarded[j.ID] {
 			w.logger.Error("extraction job discarded: its process stopped during the last attempt; turns marked failed",
 				"job_id", j.ID, "process", j.Process, "attempt", j.Attempt, "turns", len(args.EventIDs))
 			w.cfg.Observer.Extracted(took, len(args.EventIDs), outcomeDiscarded)

@@ -124,8 +124,8 @@ const (
 	metaInvalidReply = "memoryd_invalid_reply"
 	// metaBurstSplit is true on a conversation's burst job whose request
 	// got invalid replies at two attempts (the same: metaInvalidReply, or
-	// not: metaBurstInvalid, or another job's: the turns' attempts) or at
-	// its last: its turns are sent one a request from then on, each by a
+	// not: metaBurstInvalid, or another job's: the turns' attempts that
+	// failed so, invalidReplies) or at its last (splits): its turns are sent one a request from then on, each by a
 	// job of its own (workBurst), which carries it too, and which claims
 	// its own turns alone.
 	metaBurstSplit = "memoryd_burst_split"
@@ -354,7 +354,11 @@ const rateLimitBackoffMax = time.Minute
 // outcome is the one place that decides what River does with a failed run
 // of an extraction job or an embed job (embed.go), from the error and the
 // job's row; the embedding client's kinds (embedding.Kind) count as the
-// extractor's of the same name. In order:
+// extractor's of the same name. A run that panicked (lastAttemptHandler)
+// or whose process stopped during it (takeOverWith) is decided here too,
+// as an error of no kind. It changes nothing itself (fail and countSnooze
+// apply its verdict), so a burst asks it whether invalid replies would fail
+// its turns for good (splits). In order:
 //
 //   - shutdown (the run's context was cancelled): snooze 1s, handing the
 //     job back without spending an attempt.
@@ -406,7 +410,7 @@ const rateLimitBackoffMax = time.Minute
 //     alone, so that the second crash fails the turn that causes it and
 //     not the whole burst: workBurst).
 //   - extractor.KindPermanent anywhere in the error, or the job's last attempt
-//     (job.Attempt >= jobAttempts(job.MaxAttempts, job.Metadata, maxAttempts)): river.JobCancel,
+//     (attemptsLeft 0): river.JobCancel,
 //     and the turns are marked failed for good (memoryd failed lists them;
 //     RetryFailed re-runs them).
 //   - extractor.KindInvalidOutput whose replies are those of an earlier
@@ -521,10 +525,20 @@ func outcome(err error, job *rivertype.JobRow, shutdown bool, b retryBudget) ver
 		cause := fmt.Errorf(repeatedReplyReason+", not retried (it fails alike until --llm-model, its server's settings or --llm-response-format change; then memoryd retry-failed): %w", err)
 		return verdict{river: river.JobCancel(cause), label: outcomeFailed, record: true, final: true, crashes: crashes, cause: cause}
 	}
-	if permanent || job.Attempt >= jobAttempts(job.MaxAttempts, job.Metadata, b.maxAttempts) {
+	if permanent || b.attemptsLeft(job) == 0 {
 		return verdict{river: river.JobCancel(err), label: outcomeFailed, record: true, final: true, crashes: crashes}
 	}
 	return verdict{river: err, label: outcomeRetry, record: true, crashes: crashes, invalidReply: digest}
+}
+
+// attemptsLeft is how many attempts job has after the run that is ending:
+// the attempts it runs (jobAttempts: its own, or the worker's) less
+// River's count, this run's included; 0 on its last. outcome alone tells
+// a last attempt by it, for every way a run ends: an error (fail), a panic
+// (lastAttemptHandler), a process that stopped during it (takeOverWith),
+// and a burst's invalid replies (splits), which ask outcome.
+func (b retryBudget) attemptsLeft(job *rivertype.JobRow) int {
+	return max(jobAttempts(job.MaxAttempts, job.Metadata, b.maxAttempts)-job.Attempt, 0)
 }
 
 // repeatsInvalidReply reports whether err, a failed run's, is invalid

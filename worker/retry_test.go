@@ -340,6 +340,17 @@ func TestOutcome(t *testing.T) {
 		{name: "embedding retry-after past its bound, last attempt", err: &embedding.Error{Kind: embedding.KindRetryAfter, RetryAfter: time.Second},
 			attempt: 5, metadata: `{"memoryd_rate_limit_waits": 10}`, want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
 
+		// A panic (lastAttemptHandler) and a process that stopped during
+		// the run (takeOverWith) are attempts, the last one failing the
+		// turns for good; a panic's value is not an error of its own (a
+		// database's error it panicked with is no wait).
+		{name: "panic", err: panicked{"bug"}, attempt: 1, want: plain, wantLabel: outcomeRetry, wantRecord: true},
+		{name: "panic, last attempt", err: panicked{"bug"}, attempt: 5, want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
+		{name: "panic with a database's error", err: panicked{&pgconn.PgError{Code: "57P01"}}, attempt: 1, want: plain, wantLabel: outcomeRetry, wantRecord: true},
+		{name: "process stopped", err: errProcessStopped, attempt: 4, want: plain, wantLabel: outcomeRetry, wantRecord: true},
+		{name: "process stopped, last attempt of a job with River's default attempts", err: errProcessStopped, attempt: 5, maxAttempts: 25,
+			want: cancel, wantLabel: outcomeFailed, wantRecord: true, wantFinal: true},
+
 		{name: "shutdown", err: transient, attempt: 5, shutdown: true, want: snooze, wantSnooze: time.Second, wantLabel: outcomeHandedBack},
 		{name: "shutdown, permanent", err: permanent, attempt: 1, shutdown: true, want: snooze, wantSnooze: time.Second, wantLabel: outcomeHandedBack},
 	}
