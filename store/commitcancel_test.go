@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
 )
 
 // TestInTxAnswersWhatItsCommitDid: a request's context cancelled while
@@ -58,35 +60,50 @@ func TestInTxAnswersWhatItsCommitDid(t *testing.T) {
 
 // TestInTxCommitPastItsBoundRollsBack: a COMMIT that outlasts its own
 // bound (5 s, apart from the request's context) returns an error, and the
-// store's cancel request (CancelRequestContextWatcherHandler, not a mere
-// closed socket, which the server notices only once its COMMIT is done)
-// makes the server roll it back: the error says what the database holds,
-// as InTx's comment promises. Held at a deferred trigger as above, until
-// the cancel request has ended the COMMIT's wait: on a loaded machine the
-// cancel can take longer than closeDelay, InTx then returns first, and the
-// server, its wait released, commits (the case InTx's comment leaves
-// unknown; this test released it at once and failed 2 of 4 runs beside a
-// CI run). With a mere closed socket the wait never ends, and the test
-// fails.
+// cancel request sent then (pgconn's, before it closes the connection, or
+// CancelRequestContextWatcherHandler's with CancelOnServer, which waits
+// for the server's answer) makes the server roll it back. The error wraps
+// ErrCommitUnconfirmed either way, as InTx's comment says: InTx does not
+// tell a rollback the server answered from a COMMIT it may go on with.
+// Held at a deferred trigger as above, until the cancel request has ended
+// the COMMIT's wait: on a loaded machine the cancel can take longer than
+// closeDelay, InTx then returns first, and the server, its wait released,
+// commits (the case the error leaves unknown; this test released it at
+// once and failed 2 of 4 runs beside a CI run).
 func TestInTxCommitPastItsBoundRollsBack(t *testing.T) {
-	ctx, s := setup(t)
-	h := holdFactCommits(t, ctx, s)
-	got := s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
-		_, err := q.UpsertFacts(ctx, []store.FactWrite{{UserID: "lena", Key: "location", Value: "Oslo",
-			SourceAt: t0, Provenance: store.Provenance{Extractor: "direct"}}})
-		return err
-	})
-	if got == nil {
-		t.Fatal("InTx held at its COMMIT past its bound returned nil")
-	}
-	eventstest.Eventually(t, "the cancel request to end the COMMIT's wait", 30*time.Second, func() (bool, string) {
-		n, err := h.waiters(ctx, s)
-		return err == nil && n == 0, fmt.Sprintf("%d waiting, %v", n, err)
-	})
-	h.release(t, ctx)
-	h.ended(t, ctx, s)
-	if f, err := s.Fact(ctx, "lena", "location"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("InTx whose COMMIT outlasted its bound returned %v, and the fact is %+v, %v; want it rolled back", got, f, err)
+	t.Parallel()
+	for _, cancelOnServer := range []bool{false, true} {
+		t.Run(fmt.Sprintf("CancelOnServer %v", cancelOnServer), func(t *testing.T) {
+			ctx, s := setup(t)
+			h := holdFactCommits(t, ctx, s)
+			w := s
+			if cancelOnServer {
+				var err error
+				w, err = store.Open(ctx, store.Config{URL: storetest.URL(t, s), MaxConns: 2, MinConns: 1, CancelOnServer: true,
+					Logger: slog.New(slog.DiscardHandler)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(w.Close)
+			}
+			got := w.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+				_, err := q.UpsertFacts(ctx, []store.FactWrite{{UserID: "lena", Key: "location", Value: "Oslo",
+					SourceAt: t0, Provenance: store.Provenance{Extractor: "direct"}}})
+				return err
+			})
+			if !errors.Is(got, store.ErrCommitUnconfirmed) {
+				t.Errorf("InTx held at its COMMIT past its bound returned %v, want ErrCommitUnconfirmed", got)
+			}
+			eventstest.Eventually(t, "the cancel request to end the COMMIT's wait", 30*time.Second, func() (bool, string) {
+				n, err := h.waiters(ctx, s)
+				return err == nil && n == 0, fmt.Sprintf("%d waiting, %v", n, err)
+			})
+			h.release(t, ctx)
+			h.ended(t, ctx, s)
+			if f, err := s.Fact(ctx, "lena", "location"); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("InTx whose COMMIT outlasted its bound returned %v, and the fact is %+v, %v; want it rolled back", got, f, err)
+			}
+		})
 	}
 }
 

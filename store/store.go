@@ -567,11 +567,18 @@ func (s *Store) Ping(ctx context.Context) error {
 // has CommitWait of its own): a request cancelled there (serve's shutdown
 // halting the requests still running) otherwise returned the cancellation
 // for work that was done, which the server may have committed regardless
-// (TestInTxAnswersWhatItsCommitDid). Its nil says the write was done; an
-// error that the write was not, but for a COMMIT past CommitWait whose
-// cancel request the server did not act on within closeDelay (the server
-// unreachable or overloaded), which the server may still commit
-// (TestInTxCommitPastItsBoundRollsBack).
+// (TestInTxAnswersWhatItsCommitDid). Its nil says the write was done.
+// A COMMIT that does not return within CommitWait is cancelled (a cancel
+// request, and the connection closed) and the error wraps
+// ErrCommitUnconfirmed whatever the server did: it may commit, or roll
+// back on the cancel. InTx does not tell these apart, not even on a pool
+// with CancelOnServer, which waits up to closeDelay for the server's
+// answer, a 57014 when it rolled back (TestInTxCommitPastItsBoundRollsBack):
+// the one caller that reads the error (enrich) answers that the write may
+// have been done, which holds either way, and memoryd's writes run on a
+// pool without it, which closes the connection without the answer. Its
+// other errors say the write was not done, but for a connection lost
+// during a COMMIT within CommitWait, which leaves it in doubt too.
 func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx, q *Store) error) (err error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -614,9 +621,10 @@ const CommitWait = 5 * time.Second
 const CommitBound = CommitWait + cancelDelay + closeDelay
 
 // ErrCommitUnconfirmed is wrapped by InTx's error when the COMMIT did not
-// return within its bound: the server was asked to roll it back, but may
-// have committed it (one that does not act on the cancel request, or
-// acts after the connection closed).
+// return within its bound (CommitWait), whatever the server did then: it
+// was asked to roll it back, and may have, or may have committed it (one
+// that does not act on the cancel request, or acts after the connection
+// closed).
 var ErrCommitUnconfirmed = errors.New("commit not confirmed")
 
 // WithTx returns a Store whose queries run in tx, for callers that manage
