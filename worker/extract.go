@@ -524,7 +524,10 @@ func (e *extractWorker) splitBurst(ctx context.Context, job *river.Job[ExtractAr
 		}
 		// Only the turns released: a forget or reset of the user since the
 		// claim deleted the others (a job would name a forgotten user's
-		// turn after her forget), or another job took them.
+		// turn after her forget), or another job took them. No user lock:
+		// a forget that has not locked her turns yet waits for those
+		// locked here and deletes the jobs inserted here in its second
+		// pass over her jobs (TestBurstSplitDuringAForgetGivesNoJobs).
 		handed := slices.DeleteFunc(slices.Clone(others), func(t store.Turn) bool { return !slices.Contains(released, t.EventID) })
 		if len(handed) == 0 {
 			return nil
