@@ -74,15 +74,11 @@ func (k *backendKiller) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data 
 
 var errBackendAlive = errors.New("pg_terminate_backend: the backend did not exit")
 
-// TestUnreachableDatabaseWaits: an extraction job whose Postgres
-// connection is terminated under it (a restart, an administrator's
-// pg_terminate_backend), while River keeps working, is snoozed without
-// spending an attempt: a turn with a single attempt ends processed, not
-// failed, and the wait is counted in the job's metadata. Before, the run
-// spent its attempt (a Postgres walk: 60 s of "too many clients" failed
-// 15 of 1,480 turns with --max-attempts 3).
-func TestUnreachableDatabaseWaits(t *testing.T) {
-	e := setup(t)
+// killBackends points e.store at a pool of its own traced by a
+// backendKiller matching match, which it returns. It skips the test on a
+// Postgres before 14.
+func (e *env) killBackends(t *testing.T, match string) *backendKiller {
+	t.Helper()
 	url := storetest.Migrated(t)
 	ctx := context.Background()
 	admin, err := pgx.Connect(ctx, url)
@@ -97,9 +93,7 @@ func TestUnreachableDatabaseWaits(t *testing.T) {
 	if version < 140000 {
 		t.Skipf("Postgres %d: pg_terminate_backend cannot wait for the backend to exit before 14", version)
 	}
-	// The job's save sets its lock timeout first (SetLockTimeout): no
-	// statement of River's, nor of the job before its model call, holds it.
-	kill := &backendKiller{admin: admin, match: "set_config('lock_timeout'"}
+	kill := &backendKiller{admin: admin, match: match}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)
@@ -112,6 +106,21 @@ func TestUnreachableDatabaseWaits(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 	e.store = store.New(pool)
+	return kill
+}
+
+// TestUnreachableDatabaseWaits: an extraction job whose Postgres
+// connection is terminated under it (a restart, an administrator's
+// pg_terminate_backend), while River keeps working, is snoozed without
+// spending an attempt: a turn with a single attempt ends processed, not
+// failed, and the wait is counted in the job's metadata. Before, the run
+// spent its attempt (a Postgres walk: 60 s of "too many clients" failed
+// 15 of 1,480 turns with --max-attempts 3).
+func TestUnreachableDatabaseWaits(t *testing.T) {
+	e := setup(t)
+	// The job's save sets its lock timeout first (SetLockTimeout): no
+	// statement of River's, nor of the job before its model call, holds it.
+	kill := e.killBackends(t, "set_config('lock_timeout'")
 
 	var mu sync.Mutex
 	asked := 0

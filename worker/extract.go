@@ -544,9 +544,9 @@ func (e *extractWorker) splitBurst(ctx context.Context, job *river.Job[ExtractAr
 // (err), for the job's next run in this process (unsavedResults), when err
 // is a wait (isWait): a failure of another kind may be the result's own,
 // and the next run asks the model again. unstored are the turns whose
-// calls' tokens flushUsage could not store: their results keep the
-// tokens, to be stored with them; the others' do not, or they would count
-// twice.
+// calls' tokens flushUsage dropped: their results keep the tokens, to be
+// stored with them; the others' do not (stored, or in the usage backlog),
+// or they would count twice.
 func (e *extractWorker) keepUnsaved(job int64, done []extracted, unstored map[store.TurnKey]bool, err error) {
 	if !isWait(err) {
 		return
@@ -578,24 +578,6 @@ func (e *extractWorker) release(ctx context.Context, job *rivertype.JobRow, user
 	defer cancel()
 	if err := e.w.cfg.Store.ReleaseClaims(relCtx, job.ID, userID, ids); err != nil {
 		e.w.logger.Warn("cannot release a burst's claim; it expires after the job timeout", "job_id", job.ID, "turns", len(ids), "error", err)
-	}
-}
-
-// recordUsage adds the tokens an extraction spent (also a failed one) on
-// turns up to stream position at to the user's usage, unless the user was
-// forgotten meanwhile. Losing a count is better than failing the job over it.
-func (e *extractWorker) recordUsage(ctx context.Context, userID string, at store.StreamPosition, model string, u extractor.Usage) {
-	if u.PromptTokens == 0 && u.CompletionTokens == 0 {
-		return
-	}
-	// Recorded even when the job's ctx is done (the tokens were spent), but
-	// bounded: a wait behind a forget or a dead connection must not hold the
-	// job past its timeout or its process's lease.
-	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCancelTimeout)
-	defer cancel()
-	_, err := e.w.cfg.Store.AddTurnUsage(uctx, events.UserToken(userID), at, userID, model, e.w.spendDay(), storeUsage(u))
-	if err != nil {
-		e.w.logger.Warn("cannot record token usage", "user_id", userID, "error", err)
 	}
 }
 

@@ -126,7 +126,11 @@ func (e *extractWorker) workOverCap(ctx context.Context, job *river.Job[ExtractA
 	for i, t := range turns {
 		facts, order := known.input()
 		res, err := w.cfg.Extractor.Extract(ctx, extractor.Input{UserID: t.UserID, Turn: extractorTurn(t), Prior: prior[i], Facts: facts, FactKeys: order})
-		e.recordUsage(ctx, t.UserID, t.Placed, info.Model, res.Usage)
+		// On its own (spent also when the call failed), as flushUsage
+		// stores every call whose results are not saved with them.
+		usage := &jobUsage{model: info.Model}
+		usage.add(t, res.Usage)
+		e.flushUsage(ctx, usage)
 		if err != nil {
 			return fmt.Errorf("extract again with the model: %w", err)
 		}

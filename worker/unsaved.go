@@ -20,9 +20,10 @@ import (
 //
 // A result is reused only for the very input it was made from, so reusing
 // it is a model call that answered as the first did. It is kept with the
-// tokens of its call that could not be stored (flushUsage failed: the
-// database out of reach), which its reuse then stores with it; tokens that
-// were stored are not counted again. A run in another process (River hands
+// tokens of its call that flushUsage dropped (a wait for the user's lock),
+// which its reuse then stores with it; tokens that were stored, or that
+// wait in the usage backlog (the database out of reach), are not counted
+// again. A run in another process (River hands
 // the job to any) asks the model as before; what it left here ages out.
 type unsavedResults struct {
 	mu      sync.Mutex

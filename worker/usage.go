@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/memoryd/memoryd/events"
@@ -49,57 +51,134 @@ func addUsage(ctx context.Context, q *store.Store, model string, day time.Time, 
 
 // flushUsage stores what usage still holds, each call's tokens on their own
 // (store.AddTurnUsage: unless a forget covers the turn), also when ctx is
-// done (the tokens were spent), bounded. Losing a count is better than
-// failing the job over it. After an error the user's other calls are
-// dropped (they would wait and fail alike), and every call left when the
-// database is out of reach; another user's are still stored: in a legacy
-// job holding several users' turns, one user's lock wait (a forget) lost
-// the others' counts. It returns the turns whose calls' tokens it could
-// not store.
+// done (the tokens were spent), bounded, with the calls earlier flushes
+// left to this process's usage backlog. Losing a count is better than
+// failing the job over it. The calls it meets the database out of reach
+// for go to the backlog, for the next flush (usageBacklog); after another
+// error the user's other calls are dropped (they would wait and fail
+// alike), and another user's are still stored: in a legacy job holding
+// several users' turns, one user's lock wait (a forget) lost the others'
+// counts. It returns the turns of usage whose calls' tokens it dropped.
 func (e *extractWorker) flushUsage(ctx context.Context, usage *jobUsage) (unstored map[store.TurnKey]bool) {
+	calls := make([]usageCall, len(usage.turns))
+	day := e.w.spendDay()
+	for i, t := range usage.turns {
+		calls[i] = usageCall{turn: t.Key(), at: t.Placed, model: usage.model, day: day, used: usage.used[i]}
+	}
+	usage.reset()
+	return e.w.addCalls(ctx, calls)
+}
+
+// usageCall is one model call's tokens, kept until stored: the turn it was
+// for (a burst's newest), where that turn is in the stream (for the
+// tombstones), and the model and spend day it counts on.
+type usageCall struct {
+	turn  store.TurnKey
+	at    store.StreamPosition
+	model string
+	day   time.Time
+	used  store.TokenUsage
+}
+
+// usageBacklog holds the calls whose tokens a flush could not store
+// because the database was out of reach, for the next flush in this
+// process (every extraction run ends with one, and Stop makes a last):
+// users are billed by them, and a Postgres outage of a second lost the
+// tokens of every call in flight whose results were not stored with them
+// (a failed call, a burst's request before its split). The oldest go past
+// maxUsageBacklog; a process that stops before the database answers
+// again loses them.
+type usageBacklog struct {
+	mu    sync.Mutex
+	calls []usageCall
+}
+
+// maxUsageBacklog bounds the calls a backlog holds: those in flight when
+// the database went out (up to --job-size a running job), a few hundred
+// bytes each; a process kept from storing them this long drops the
+// oldest.
+const maxUsageBacklog = 50_000
+
+// take empties the backlog and returns what it held.
+func (b *usageBacklog) take() []usageCall {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	calls := b.calls
+	b.calls = nil
+	return calls
+}
+
+// put adds calls, dropping the oldest past the bound; it returns how many
+// it dropped.
+func (b *usageBacklog) put(calls []usageCall) (dropped int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.calls = append(b.calls, calls...)
+	if dropped = len(b.calls) - maxUsageBacklog; dropped > 0 {
+		b.calls = slices.Delete(b.calls, 0, dropped)
+		return dropped
+	}
+	return 0
+}
+
+// addCalls stores the backlog's calls, then calls, as flushUsage says,
+// and returns the turns of calls whose tokens it dropped.
+func (w *Worker) addCalls(ctx context.Context, calls []usageCall) (unstored map[store.TurnKey]bool) {
 	type loss struct {
 		calls int
 		err   error
 	}
+	kept := w.usageBacklog.take()
+	own := len(kept) // calls[i] is all[own+i]
+	all := append(kept, calls...)
 	var lost map[string]*loss // by user, in the order met
 	var users []string
-	for i, t := range usage.turns {
-		if l, ok := lost[t.UserID]; ok {
+	drop := func(i int, err error) {
+		if i >= own {
+			if unstored == nil {
+				unstored = make(map[store.TurnKey]bool)
+			}
+			unstored[all[i].turn] = true
+		}
+		user := all[i].turn.UserID
+		if l, ok := lost[user]; ok {
 			l.calls++
-			unstored[t.Key()] = true
+			return
+		}
+		if lost == nil {
+			lost = make(map[string]*loss)
+		}
+		lost[user] = &loss{calls: 1, err: err}
+		users = append(users, user)
+	}
+	for i, c := range all {
+		if _, ok := lost[c.turn.UserID]; ok {
+			drop(i, nil)
 			continue
 		}
 		// Bounded: a wait behind a forget or a dead connection must not
 		// hold the job past its timeout or its process's lease.
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCancelTimeout)
-		_, err := e.w.cfg.Store.AddTurnUsage(uctx, events.UserToken(t.UserID), t.Placed, t.UserID, usage.model, e.w.spendDay(), usage.used[i])
+		_, err := w.cfg.Store.AddTurnUsage(uctx, events.UserToken(c.turn.UserID), c.at, c.turn.UserID, c.model, c.day, c.used)
 		cancel()
 		if err == nil {
 			continue
 		}
 		if dbUnreachable(err) {
-			// Once a job, for the calls left: the next would wait and
+			// Once a flush, for the calls left: the next would wait and
 			// fail alike (a walk logged a line a turn, 338 in 30 s,
 			// each waiting up to afterCancelTimeout).
-			e.w.logger.Warn("cannot record token usage", "user_id", t.UserID, "calls", len(usage.turns)-i, "error", err)
-			if unstored == nil {
-				unstored = make(map[store.TurnKey]bool)
-			}
-			for _, t := range usage.turns[i:] {
-				unstored[t.Key()] = true
+			dropped := w.usageBacklog.put(all[i:])
+			w.logger.Warn("cannot record token usage now; kept for the next try", "user_id", c.turn.UserID, "calls", len(all)-i, "error", err)
+			if dropped > 0 {
+				w.logger.Error("token usage backlog full: the oldest calls' tokens dropped unrecorded", "calls", dropped, "max_calls", maxUsageBacklog)
 			}
 			break
 		}
-		if lost == nil {
-			lost, unstored = make(map[string]*loss), make(map[store.TurnKey]bool)
-		}
-		lost[t.UserID] = &loss{calls: 1, err: err}
-		unstored[t.Key()] = true
-		users = append(users, t.UserID)
+		drop(i, err)
 	}
 	for _, user := range users {
-		e.w.logger.Warn("cannot record token usage", "user_id", user, "calls", lost[user].calls, "error", lost[user].err)
+		w.logger.Warn("cannot record token usage", "user_id", user, "calls", lost[user].calls, "error", lost[user].err)
 	}
-	usage.reset()
 	return unstored
 }

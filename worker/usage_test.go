@@ -88,3 +88,87 @@ func TestUsageOfOtherUsersStoredPastALockedOne(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestUsageOfCallsFlushedDuringAnOutageIsKept: the tokens of a run's calls
+// whose results are not stored (here a turn's two invalid replies) are
+// stored once the database answers again when their flush meets it out of
+// reach (the flush's connection terminated under it, as Postgres going
+// down does), with the next run's, each call once. Before, they were
+// dropped: a user was billed for one call of three.
+func TestUsageOfCallsFlushedDuringAnOutageIsKept(t *testing.T) {
+	e, stop := usageFlushCut(t, 2)
+	e.waitFor("the turn processed", func() (bool, string) {
+		st, err := e.store.Stats(e.ctx, "alice")
+		return err == nil && st.TurnsProcessed == 1, fmt.Sprintf("%+v %v", st, err)
+	})
+	// Its job's end: after the run's last flush.
+	e.waitFor("the turn's job ended", func() (bool, string) {
+		var states []string
+		err := e.store.Pool().QueryRow(e.ctx, `SELECT coalesce(array_agg(state::text), '{}') FROM river_job WHERE kind = $1`, worker.ExtractJobKind).Scan(&states)
+		return err == nil && len(states) == 1 && states[0] == "completed", fmt.Sprint(states, err)
+	})
+	checkUsage(t, e, 3, 2)
+	stop()
+	checkUsage(t, e, 3, 2)
+}
+
+// TestUsageOfCallsFlushedDuringAnOutageIsStoredAtStop: with no run after
+// the one whose flush met the database out of reach (the turn failed at
+// its one attempt), the worker's stop stores the calls' tokens. Before,
+// they were dropped.
+func TestUsageOfCallsFlushedDuringAnOutageIsStoredAtStop(t *testing.T) {
+	e, stop := usageFlushCut(t, 1)
+	e.waitFor("the turn failed", func() (bool, string) {
+		st, err := e.store.Stats(e.ctx, "alice")
+		return err == nil && st.TurnsFailed == 1, fmt.Sprintf("%+v %v", st, err)
+	})
+	stop()
+	checkUsage(t, e, 2, 1)
+}
+
+// usageFlushCut starts a worker of attempts attempts and publishes a turn
+// of alice's that the model answers twice with an invalid reply (asked
+// again after the first) and then with an extraction; the flush of the
+// invalid replies' tokens meets its connection terminated.
+func usageFlushCut(t *testing.T, attempts int) (*env, func()) {
+	t.Helper()
+	e := setup(t)
+	// The user's lock as the flush's AddTurnUsage takes it (LockUsers),
+	// the first statement of the flush; no save comes between the reply
+	// and it (the run extracted nothing to store).
+	kill := e.killBackends(t, "count(pg_advisory_xact_lock_shared(")
+	t.Cleanup(func() {
+		kill.mu.Lock()
+		defer kill.mu.Unlock()
+		if kill.err != nil || kill.kills != 1 || kill.got == nil {
+			t.Errorf("backends terminated: %d (%v), the flush's statement failing with %v; want the first flush's", kill.kills, kill.err, kill.got)
+		}
+	})
+	llm := aliceModel(t, func(n int) *extractortest.Reply {
+		if n > 2 {
+			return nil // the next run's call: an extraction
+		}
+		if n == 2 {
+			kill.arm() // asked again after the bad reply, and bad again: then the flush
+		}
+		r := extractortest.Content(`this is not an extraction`) // every 15 tokens
+		return &r
+	})
+	stop := e.start(llm, func(c *worker.Config) { c.MaxAttempts = attempts })
+	e.publish(events.Turn{ID: "t1", UserID: "alice", UserMessage: "My name is Alice."})
+	return e, stop
+}
+
+// checkUsage fails the test unless alice's usage is that of calls calls
+// (10 prompt and 5 completion tokens each) over extractions extractions.
+func checkUsage(t *testing.T, e *env, calls, extractions int64) {
+	t.Helper()
+	alice, err := e.store.Stats(e.ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := alice.LLMUsage["fake"]; u.PromptTokens != 10*calls || u.CompletionTokens != 5*calls || u.Extractions != extractions || alice.TokensToday != 15*calls {
+		t.Fatalf("alice's usage = %+v, %d tokens today; want %d calls' %d prompt and %d completion tokens over %d extractions, each once",
+			alice.LLMUsage, alice.TokensToday, calls, 10*calls, 5*calls, extractions)
+	}
+}

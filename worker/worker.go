@@ -737,6 +737,9 @@ type Worker struct {
 	// unsaved holds the extractions runs could not store for a wait,
 	// for their jobs' next runs.
 	unsaved *unsavedResults
+	// usageBacklog holds the tokens of calls a flush could not store
+	// for the database out of reach, for the next flush.
+	usageBacklog usageBacklog
 
 	mu      sync.Mutex
 	started bool
@@ -1359,6 +1362,12 @@ func (w *Worker) Stop(ctx context.Context) error {
 		w.abandonLiveness()
 		w.stopFollowing(ctx)
 		return fmt.Errorf("worker: stop river: %w", err)
+	}
+	// No job runs now: the last flush of the calls the database was out
+	// for (each bounded: see addCalls).
+	w.addCalls(ctx, nil)
+	if n := len(w.usageBacklog.take()); n > 0 {
+		w.logger.Error("token usage of model calls not recorded: the database was out of reach until the worker stopped", "calls", n)
 	}
 	w.stopLiveness(ctx)
 	w.stopFollowing(ctx)
