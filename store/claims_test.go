@@ -360,3 +360,37 @@ func TestClaimOnlyOwn(t *testing.T) {
 		t.Fatalf("claim of its own turn alone, held by another job = %d turns, %v; want none", len(turns), err)
 	}
 }
+
+// TestClaimTurns: a job that is no burst claims those of its turns a burst
+// could (pending, of a conversation) and that no other job holds, and is
+// told which another job holds; a burst then leaves its claimed turns
+// alone, and its next run takes them back.
+func TestClaimTurns(t *testing.T) {
+	ctx, s := setup(t)
+	batch := burst(t, ctx, s, "c", 3)
+	if _, err := s.InsertTurns(ctx, []store.Turn{{EventID: "solo", UserID: "alice", UserMessage: "hi", TurnAt: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{batch[0].EventID, batch[1].EventID, "solo"}
+	c := store.Claim{JobID: 7, UserID: "alice", Own: ids, TTL: time.Minute}
+	if held, err := s.ClaimTurns(ctx, c); err != nil || len(held) != 0 {
+		t.Fatalf("job 7's claim: held by others %v, %v; want none", held, err)
+	}
+	// The burst of the conversation takes c-2 alone.
+	if turns, err := s.ClaimConversationTurns(ctx, claim(8, "c", batch[2].EventID)); err != nil || len(turns) != 1 || turns[0].EventID != batch[2].EventID {
+		t.Fatalf("the burst beside job 7's claim took %+v, %v; want %s alone", turns, err, batch[2].EventID)
+	}
+	if held, err := s.ClaimTurns(ctx, c); err != nil || len(held) != 0 {
+		t.Fatalf("job 7's next run: held by others %v, %v; want none (its own claim)", held, err)
+	}
+	c.JobID, c.Own = 9, []string{batch[0].EventID, batch[2].EventID, "solo"}
+	held, err := s.ClaimTurns(ctx, c)
+	slices.Sort(held)
+	if err != nil || !slices.Equal(held, []string{batch[0].EventID, batch[2].EventID}) {
+		t.Fatalf("job 9's claim: held by others %v, %v; want %s and %s", held, err, batch[0].EventID, batch[2].EventID)
+	}
+	var claimed int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM turns WHERE event_id = 'solo' AND claimed_by IS NOT NULL`).Scan(&claimed); err != nil || claimed != 0 {
+		t.Fatalf("a turn of no conversation claimed (%d, %v): no burst takes it", claimed, err)
+	}
+}

@@ -638,6 +638,49 @@ func (s *Store) ClaimConversationTurns(ctx context.Context, c Claim) ([]Turn, er
 	return turns, nil
 }
 
+// ClaimTurns claims for c.TTL those of the turns c.Own of c.UserID that a
+// conversation's burst could claim (pending, of a conversation) and that
+// no other job holds, for a job that is no burst (a retry's, the
+// reconciler's, a replay's), and returns the event ids of those another
+// job holds, which the caller leaves to it. Before, such a job took no
+// claim, and a burst of the turn's conversation that came while its
+// request was with the model claimed and extracted the turn too: two
+// model calls. Its other fields are ClaimConversationTurns's but
+// ConversationID, Limit and OnlyOwn, unused.
+//
+// The turns are locked in (turn_at, event_id) order, as a burst's claim
+// and a save lock them, and each is read again once another transaction
+// lets go of it: a burst's claim committed meanwhile holds it.
+func (s *Store) ClaimTurns(ctx context.Context, c Claim) (held []string, err error) {
+	err = s.InTx(ctx, func(tx pgx.Tx, q *Store) error {
+		if c.LockTimeout > 0 {
+			if err := q.SetLockTimeout(ctx, c.LockTimeout); err != nil {
+				return err
+			}
+		}
+		rows, err := tx.Query(ctx, `
+			WITH locked AS MATERIALIZED (
+				SELECT event_id, (claimed_until IS NULL OR claimed_until < now() OR claimed_by = $4) AS free FROM turns
+				WHERE user_id = $1 AND event_id = ANY($2) AND status = 'pending' AND conversation_id <> ''
+				ORDER BY turn_at, event_id
+				FOR UPDATE
+			), c AS (
+				UPDATE turns t SET claimed_until = now() + $3::interval, claimed_by = $4
+				FROM locked l WHERE t.user_id = $1 AND t.event_id = l.event_id AND l.free
+			)
+			SELECT event_id FROM locked WHERE NOT free`, c.UserID, c.Own, c.TTL, c.JobID)
+		if err != nil {
+			return err
+		}
+		held, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim turns: %w", err)
+	}
+	return held, nil
+}
+
 // ReleaseClaims ends job jobID's claim on the given turns of userID, so that
 // the job's next run, or the job of another turn, can claim them at once.
 // Turns another job claimed meanwhile are left alone.

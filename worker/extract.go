@@ -118,7 +118,7 @@ func (e *extractWorker) work(ctx context.Context, job *river.Job[ExtractArgs]) e
 				return e.workBurst(ctx, job, ex, batcher, over, known)
 			}
 		}
-		return e.extractEach(ctx, job, ex, over, turns, job.Args.EventIDs, known)
+		return e.extractClaimed(ctx, job, ex, over, turns, known)
 	}
 	if crashed && !over {
 		return e.aloneInDeployment(ctx, job, run)
@@ -165,6 +165,48 @@ func (e *extractWorker) aloneInDeployment(ctx context.Context, job *river.Job[Ex
 		err = errAloneElsewhere
 	}
 	return e.fail(ctx, job.JobRow, job.Args.UserID, job.Args.EventIDs, err)
+}
+
+// extractClaimed is extractEach for a job that is no conversation's burst
+// (turns are its unprocessed turns). A job of retry-failed or of the
+// reconciler (a crash's requeue included), or a takeover's replacement,
+// first claims those of its turns a burst could claim (store.ClaimTurns),
+// and leaves those another job holds to it: such a job took no claim, and
+// the burst of a new turn of the conversation that came while its request
+// was with the model claimed and extracted the turn too
+// (TestRetriedTurnIsNotTakenByANewBurst). Every way out but success
+// releases the claim, as workBurst's does. Ingest's jobs claim nothing:
+// without --extract-debounce they are every turn's, and there is no
+// burst; with it they are bursts. Nor do replay's: a write more for every
+// turn replayed, against a burst of the same conversation during its job
+// (docs/operations.md says so).
+func (e *extractWorker) extractClaimed(ctx context.Context, job *river.Job[ExtractArgs], ex Extractor, over bool, turns []store.Turn, known map[string]*knownFacts) (err error) {
+	a := job.Args
+	burstable := slices.ContainsFunc(turns, func(t store.Turn) bool { return t.ConversationID != "" })
+	source := metaString(job.Metadata, metaSource)
+	if a.UserID == "" || !burstable || (source != sourceRetry && source != sourceReconcile && source != sourceTakeOver) {
+		return e.extractEach(ctx, job, ex, over, turns, a.EventIDs, known)
+	}
+	lockTimeout := e.w.cfg.LockTimeout
+	if deadline, ok := ctx.Deadline(); ok {
+		lockTimeout = min(lockTimeout, time.Until(deadline)/2)
+	}
+	held, err := e.w.cfg.Store.ClaimTurns(ctx, store.Claim{JobID: job.ID, UserID: a.UserID, Own: unprocessed(turns),
+		TTL: e.w.cfg.JobTimeout, LockTimeout: max(lockTimeout, time.Millisecond)})
+	if err != nil {
+		return e.fail(ctx, job.JobRow, a.UserID, a.EventIDs, err)
+	}
+	turns = slices.DeleteFunc(turns, func(t store.Turn) bool { return slices.Contains(held, t.EventID) })
+	if len(turns) == 0 {
+		return nil
+	}
+	ids := unprocessed(turns)
+	defer func() {
+		if err != nil {
+			e.release(ctx, job.JobRow, a.UserID, ids)
+		}
+	}()
+	return e.extractEach(ctx, job, ex, over, turns, ids, known)
 }
 
 // extractEach extracts turns one a request with ex (the offline extractor
@@ -280,7 +322,13 @@ func (e *extractWorker) extractEach(ctx context.Context, job *river.Job[ExtractA
 func (e *extractWorker) requeue(ctx context.Context, job *rivertype.JobRow, turns []store.Turn) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCancelTimeout)
 	defer cancel()
-	err := e.w.cfg.Store.InTx(ctx, func(tx pgx.Tx, _ *store.Store) error {
+	err := e.w.cfg.Store.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
+		// The job's claim on them ends first (a burst's, or
+		// extractClaimed's: a job that claims names its one user), or
+		// the new job would find them held.
+		if _, err := q.HandOverClaims(ctx, job.ID, turns[0].UserID, unprocessed(turns)); err != nil {
+			return err
+		}
 		return e.w.enq.enqueueTurns(ctx, tx, turns, len(turns), sourceReconcile, nil)
 	})
 	if err != nil {
