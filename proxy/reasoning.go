@@ -15,7 +15,8 @@ var reasoningTag = regexp.MustCompile(`(?i)<(/?)(think|thinking|reasoning)>`)
 // withoutReasoning returns the answer of a reply's text: without the
 // reasoning blocks it opens with, and, when its first tag closes a block
 // (DeepSeek-R1's chat template opens the block in the prompt, so the
-// content starts inside it), without everything up to that tag. A block
+// content starts inside it) at a line's start or end and outside code,
+// without everything up to that tag (see endsReasoning). A block
 // opened and never closed (the reply cut by its token limit while
 // thinking) leaves no answer: "". A tag after the answer has begun is the
 // answer's text. Chat apps hide the reasoning: the user never read it, and
@@ -26,7 +27,7 @@ func withoutReasoning(text string) string {
 		return text
 	}
 	stripped := false
-	if first[3] > first[2] {
+	if first[3] > first[2] && endsReasoning(text, first[0], first[1]) {
 		text, stripped = text[first[1]:], true
 	}
 	for {
@@ -57,4 +58,20 @@ func closingTag(s, name string) int {
 		}
 	}
 	return -1
+}
+
+// endsReasoning reports whether the closing tag text[start:end], the
+// first tag of text, ends reasoning the text opened inside, as R1 and
+// Qwen3 write it: at a line's end or start ("...\n</think>\n\n").
+// Mid-line, just after a backtick or inside a code block, it is a tag the
+// answer of a model that does not reason talks about ("splits at
+// `</think>`, then ..."), and the text before it is that answer's.
+func endsReasoning(text string, start, end int) bool {
+	before := text[:start]
+	if strings.HasSuffix(before, "`") || strings.Count(before, "```")%2 == 1 {
+		return false
+	}
+	after := strings.TrimLeft(text[end:], " \t")
+	lineBefore := before[strings.LastIndexByte(before, '\n')+1:]
+	return after == "" || after[0] == '\n' || after[0] == '\r' || strings.TrimLeft(lineBefore, " \t") == ""
 }

@@ -18,6 +18,15 @@ func TestWithoutReasoning(t *testing.T) {
 		{"Answer: wrap it in <think> and </think> tags.", "Answer: wrap it in <think> and </think> tags."},
 		{"<think>a</think>Answer about <think> tags.", "Answer about <think> tags."},
 		{"<thinker>not a block</thinker>", "<thinker>not a block</thinker>"},
+		// An answer (of a model that does not reason) whose first tag is a
+		// closing one it talks about: mid-line, quoted, or in a code block,
+		// not the end of reasoning a line of its own ends.
+		{"vLLM splits R1's output at `</think>`, then streams the answer.", "vLLM splits R1's output at `</think>`, then streams the answer."},
+		{"The closing tag is </think>; the opening one <think>.", "The closing tag is </think>; the opening one <think>."},
+		{"Add a stop rule:\n```\n</think>\n```\nand retry.", "Add a stop rule:\n```\n</think>\n```\nand retry."},
+		{"Add `</think>`\nto the stop list.", "Add `</think>`\nto the stop list."},
+		{"thinking, the answer is 4.</think>\n\nAnswer.", "Answer."},
+		{"thinking\n```go\nx := 1\n```\n</think>Answer.", "Answer."},
 	} {
 		if got := withoutReasoning(c.in); got != c.want {
 			t.Errorf("withoutReasoning(%q) = %q, want %q", c.in, got, c.want)
