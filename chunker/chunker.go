@@ -9,20 +9,30 @@
 // sentences (also after 。！？), else between lines of code, else between
 // words, and only a word longer than a chunk is cut inside. A fenced code
 // block or a table that fits is never cut, nor does an overlap start
-// inside one. A line indented four columns or more (a tab is to the next
-// multiple of four) opens no fence and is no heading, as in CommonMark. Consecutive chunks of one section overlap
+// inside one, or inside a line of one that is cut. A line indented four
+// columns or more (a tab is to the next multiple of four) past its
+// container opens no fence and is no heading, as in CommonMark: the
+// container is the margin, or the text of the list item the line is
+// under, so that a fence indented under a list item ("1. Tag:" then
+// "    ```shell") opens a code block, which a line left of the item's text
+// closes with the item. Consecutive chunks of one section overlap
 // by up to Config.Overlap tokens of whole sentences (whole words when the
 // last sentence is longer), so that a fact stated across a cut is whole in
 // one of them.
 //
 // Every chunk's text is a slice of the source (Chunk.Start, Chunk.End), so a
 // citation can point into the document; heading lines are not in any chunk's
-// text, only in Headings. Every other non-blank byte of the source is in at
-// least one chunk. One exception: a fenced code block or a table longer
+// text, only in Headings. A chunk starting a line starts at the line's
+// start, its indentation included, so that its first line is indented as
+// in the document, as its other lines are; it is otherwise trimmed. Every
+// other non-blank byte of the source is in at least one chunk. One
+// exception: a fenced code block or a table longer
 // than a chunk is cut between lines or rows, and a chunk starting inside
-// one opens with the fence's line (info string included) or the table's
-// header and delimiter rows, and one ending inside a code block closes
-// its fence, so that each piece reads as code or as a table; the slice is
+// one opens with the fence's line (indentation and info string included)
+// or the table's header and delimiter rows (also when its overlap would
+// start on the delimiter row: it starts after it), and one ending inside
+// a code block closes its fence, so that each piece reads as code or as
+// a table; the slice is
 // then inside the text. Such a section's chunks are packed smaller by what
 // they repeat, so no chunk exceeds Config.MaxTokens.
 package chunker
@@ -122,8 +132,17 @@ func Split(src string, cfg Config) ([]Chunk, error) {
 		c := cfg
 		c.MaxTokens -= continuing(src, sec.blocks, cfg.MaxTokens)
 		segs := segments(src, sec.blocks, c.MaxTokens)
+		// The chunks' starts grow: the blocks ending before one's start
+		// end before the next ones' too, so each chunk looks at the
+		// blocks from the first it may overlap (a section of many short
+		// code blocks cost time quadratic in them).
+		k := 0
 		for _, sp := range pack(src, segs, c) {
-			text := continued(src, sec.blocks, sp, cfg.MaxTokens, c.MaxTokens)
+			for k < len(sec.blocks) && sec.blocks[k].e <= sp.s {
+				k++
+			}
+			sp.s = afterHead(src, sec.blocks[k:], sp, cfg.MaxTokens, c.MaxTokens)
+			text := continued(src, sec.blocks[k:], sp, cfg.MaxTokens, c.MaxTokens)
 			chunks = append(chunks, Chunk{Index: len(chunks), Headings: sec.headings,
 				Start: sp.s, End: sp.e, Text: text, Tokens: Tokens(text)})
 		}
@@ -168,6 +187,25 @@ func continuing(src string, blocks []block, size int) int {
 	return n
 }
 
+// afterHead is where the chunk at sp starts: an overlap starting inside
+// the head of a block that continues (a table's delimiter row) starts at
+// the line after the head instead, which continued then opens with the
+// whole head. Before, the chunk opened with the delimiter row and rows
+// no header named (docs/performance.md's flood table).
+func afterHead(src string, blocks []block, sp span, size, limit int) int {
+	for _, b := range blocks {
+		if b.s >= sp.e {
+			break
+		}
+		if b.s < sp.s && sp.s < b.head && continues(src, b, size, limit) {
+			if i := strings.IndexByte(src[b.head:sp.e], '\n'); i >= 0 {
+				return b.head + i + 1
+			}
+		}
+	}
+	return sp.s
+}
+
 // continued is the text of the chunk at sp: the source, opening with the
 // head of a block it starts inside of after that head (a code block's
 // fence line with its info string, a table's header and delimiter rows),
@@ -175,7 +213,10 @@ func continuing(src string, blocks []block, size int) int {
 func continued(src string, blocks []block, sp span, size, limit int) string {
 	text := src[sp.s:sp.e]
 	for _, b := range blocks {
-		if b.e <= sp.s || b.s >= sp.e || !continues(src, b, size, limit) {
+		if b.s >= sp.e {
+			break // blocks are in order
+		}
+		if b.e <= sp.s || !continues(src, b, size, limit) {
 			continue
 		}
 		if sp.s >= b.head && sp.s < b.e {
@@ -212,7 +253,8 @@ type block struct {
 	// block's opening fence line, a table's header and delimiter rows; 0
 	// for other paragraphs.
 	head int
-	// fence closes a code block ("```", "~~~~").
+	// fence closes a code block ("```", "~~~~"), indented as the line
+	// opening it.
 	fence string
 }
 
@@ -223,6 +265,9 @@ type section struct {
 }
 
 // sections reads src's lines into blocks under their heading paths.
+// Blocks start at their first line's start, its indentation included,
+// so that a chunk repeating a block's head (continued) indents it as the
+// block's other lines.
 func sections(src string) []section {
 	var (
 		out   []section
@@ -234,6 +279,12 @@ func sections(src string) []section {
 		paraE int  // end of its last line
 		fence string
 		codeS int
+		// base is the open fence's container column: 0, or the text
+		// column of the list item it is in. codeE ends its last line.
+		base, codeE int
+		// items are the text columns of the open list items, innermost
+		// last (listItem).
+		items []int
 	)
 	closePara := func() {
 		if para >= 0 {
@@ -257,6 +308,12 @@ func sections(src string) []section {
 		}
 		level, path = append(level, lv), append(path, title)
 		cur.headings = titles(path)
+	}
+	// leave closes the list items a line at column col is not inside of.
+	leave := func(col int) {
+		for len(items) > 0 && items[len(items)-1] > col {
+			items = items[:len(items)-1]
+		}
 	}
 	// A byte order mark (files saved on Windows) is not text: skipped,
 	// so that a first line "\ufeff# Title" is the heading it reads as.
@@ -286,27 +343,51 @@ func sections(src string) []section {
 		line := strings.TrimRight(src[pos:end], "\r")
 		lineE := pos + len(line)
 		trimmed := strings.TrimSpace(line)
-		// indent is the leading spaces' bytes (offsets), col the
-		// indentation's columns, a tab to the next multiple of four
-		// (CommonMark): a line indented by a tab is indented code, no
-		// fence or heading (a tab-indented shell example's "# comment"
-		// was a heading of the chunks after it).
-		indent := len(line) - len(strings.TrimLeft(line, " "))
+		// col is the indentation's columns, a tab to the next multiple
+		// of four (CommonMark): a line indented by a tab is indented
+		// code, no fence or heading (a tab-indented shell example's "#
+		// comment" was a heading of the chunks after it).
 		col := columns(line)
+		if fence != "" && base > 0 && trimmed != "" && col < base {
+			// A line left of the list item's text ends the item, and
+			// the code block in it, unclosed (CommonMark): read again.
+			cur.blocks = append(cur.blocks, codeBlock(src, span{codeS, codeE}, fence))
+			fence = ""
+			continue
+		}
+		isFence := strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~")
+		if fence == "" && isFence {
+			leave(col) // a fence is no lazy continuation line
+		}
+		// rel is the line's indentation past its container's: the list
+		// item's text it is under, or the margin. A fence under a list
+		// item is indented as the item's text (a release checklist's
+		// "1. Tag:" then "    ```shell" was read as a paragraph).
+		rel := col
+		if fence != "" {
+			rel = col - base
+		} else if len(items) > 0 {
+			rel = col - items[len(items)-1]
+		}
 		switch {
 		case fence != "":
-			if col <= 3 && strings.HasPrefix(trimmed, fence) && strings.Trim(trimmed, fence[:1]) == "" {
-				cur.blocks = append(cur.blocks, codeBlock(src, span{codeS, lineE}, fence))
+			if trimmed != "" {
+				codeE = trim(src, span{pos, lineE}).e
+			}
+			if rel <= 3 && strings.HasPrefix(trimmed, fence) && strings.Trim(trimmed, fence[:1]) == "" {
+				cur.blocks = append(cur.blocks, codeBlock(src, span{codeS, codeE}, fence))
 				fence = ""
 			}
-		case col <= 3 && (strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~")):
+		case rel >= 0 && rel <= 3 && isFence:
 			closePara()
 			c := trimmed[:1]
 			fence = c + strings.Repeat(c, len(trimmed)-len(strings.TrimLeft(trimmed, c))-1)
-			codeS = pos + indent
+			t := trim(src, span{pos, lineE})
+			codeS, codeE, base = lineStart(src, t.s), t.e, col-rel
 		case trimmed == "":
 			closePara()
 		case col <= 3 && atxLevel(trimmed) > 0:
+			leave(col)
 			lv := atxLevel(trimmed)
 			heading(lv, plainTitle(atxTitle(trimmed, lv)))
 		case col <= 3 && para >= 0 && lines == 1 && setext(trimmed) > 0 && !listLine(src[para:paraE]):
@@ -317,8 +398,16 @@ func sections(src string) []section {
 			para = -1
 			heading(setext(trimmed), title)
 		default:
+			if w := listItem(line); w > 0 && rel <= 3 {
+				leave(col)
+				items = append(items, w)
+			} else if para < 0 {
+				// Not a paragraph's lazy continuation line: a line left
+				// of an item's text ends the item.
+				leave(col)
+			}
 			if para < 0 {
-				para, lines = pos+indent, 0
+				para, lines = lineStart(src, trim(src, span{pos, lineE}).s), 0
 			}
 			lines++
 			paraE = lineE
@@ -326,10 +415,37 @@ func sections(src string) []section {
 		pos = next
 	}
 	if fence != "" { // an unclosed fence runs to the end
-		cur.blocks = append(cur.blocks, codeBlock(src, trim(src, span{codeS, len(src)}), fence))
+		cur.blocks = append(cur.blocks, codeBlock(src, span{codeS, codeE}, fence))
 	}
 	closeSection()
 	return out
+}
+
+// listItem is the column of a list item's text when line opens one
+// ("- ", "* ", "+ ", "1. ", "1) "), else 0: the marker's column and
+// width and the spaces after it, or one space when those are five or
+// more, which open indented code (CommonMark).
+func listItem(line string) int {
+	col := columns(line)
+	t := strings.TrimLeft(line, " \t")
+	n := 0
+	switch {
+	case strings.HasPrefix(t, "- "), strings.HasPrefix(t, "* "), strings.HasPrefix(t, "+ "):
+		n = 1
+	default:
+		for n < len(t) && n < 9 && t[n] >= '0' && t[n] <= '9' {
+			n++
+		}
+		if n == 0 || n+1 >= len(t) || (t[n] != '.' && t[n] != ')') || t[n+1] != ' ' {
+			return 0
+		}
+		n++
+	}
+	sp := len(t[n:]) - len(strings.TrimLeft(t[n:], " "))
+	if sp > 4 || strings.TrimSpace(t[n:]) == "" {
+		sp = 1
+	}
+	return col + n + sp
 }
 
 // columns is the width of line's indentation: a space one column, a tab
@@ -356,7 +472,8 @@ func codeBlock(src string, sp span, fence string) block {
 		head = sp.s + i
 	}
 	head = trim(src, span{sp.s, head}).e // without a "\r"
-	return block{span: sp, code: true, head: head, fence: fence}
+	line := src[sp.s:head]
+	return block{span: sp, code: true, head: head, fence: line[:len(line)-len(strings.TrimLeft(line, " \t"))] + fence}
 }
 
 // tableDelimiter is a table's delimiter row ("|---|:--:|", "--- | ---").
@@ -596,8 +713,12 @@ func segments(src string, blocks []block, max int) []segment {
 		default:
 			parts = sentences(src, b.span)
 		}
-		firstOfBlock, whole := true, whole && len(parts) == 1
+		// A line of a code block or a table row cut between lines is
+		// whole too: an overlap starting inside one opened a chunk with
+		// half a line of code.
+		firstOfBlock, whole := true, whole && len(parts) == 1 || len(parts) > 1 && (b.code || b.head > 0)
 		for _, p := range parts {
+			p.s = lineStart(src, p.s)
 			for _, q := range fit(src, p, max) {
 				out = append(out, segment{span: q, first: firstOfBlock, code: whole})
 				firstOfBlock = false
@@ -605,6 +726,23 @@ func segments(src string, blocks []block, max int) []segment {
 		}
 	}
 	return out
+}
+
+// lineStart is the start of the line holding byte i when only its
+// indentation (spaces and tabs) comes before i, else i: a segment, and so
+// a chunk, starting a line starts with the line's indentation, as the
+// lines after it keep theirs. Before, a chunk's first line lost it (a Go
+// function's body cut between lines read from the margin, a nested list
+// item read as one of the outer list).
+func lineStart(src string, i int) int {
+	j := i
+	for j > 0 && (src[j-1] == ' ' || src[j-1] == '\t') {
+		j--
+	}
+	if j == 0 || src[j-1] == '\n' || j == len("\ufeff") && strings.HasPrefix(src, "\ufeff") {
+		return j
+	}
+	return i
 }
 
 // lineSpans cuts sp into its non-blank lines.
@@ -755,7 +893,11 @@ func fit(src string, sp span, max int) []span {
 		for i := start; i < sp.e; {
 			r, n := utf8.DecodeRuneInString(src[i:])
 			if i > start && wordStart(src, i) {
-				lastWord = i
+				// A word opening an indented line is cut before the
+				// indentation, which the next piece keeps.
+				if ls := lineStart(src, i); ls > start {
+					lastWord = ls
+				}
 			}
 			if !toks.add(r, max) {
 				break
@@ -771,6 +913,7 @@ func fit(src string, sp span, max int) []span {
 			end = lastRune
 		}
 		if t := trim(src, span{start, end}); t.e > t.s {
+			t.s = lineStart(src, t.s)
 			out = append(out, t)
 		}
 		start = end
@@ -938,7 +1081,8 @@ func overlapStart(src string, segs []segment, i int, prev span, at, upto []token
 		return best, lead
 	}
 	// The last sentence alone is longer than the overlap: whole words,
-	// counted back from prev's end.
+	// counted back from prev's end. A word opening an indented line
+	// starts the overlap with its indentation, or not at all.
 	var tail tokenCounter
 	for p := prev.e; p > prev.s; {
 		r, n := utf8.DecodeLastRuneInString(src[:p])
@@ -946,7 +1090,7 @@ func overlapStart(src string, segs []segment, i int, prev span, at, upto []token
 			break
 		}
 		p -= n
-		if wordStart(src, p) && fits(p, tail) {
+		if (wordStart(src, p) && lineStart(src, p) == p || p > 0 && src[p-1] == '\n' && lineStart(src, p+1) == p) && fits(p, tail) {
 			best, lead = p, tail.plus(gap)
 		}
 	}

@@ -42,9 +42,11 @@ func TestSplit(t *testing.T) {
 			headings: [][]string{},
 		},
 		{
+			// A chunk starting a line keeps its indentation, as its
+			// other lines keep theirs.
 			name:     "plain text",
 			src:      "  Hello world.\n",
-			texts:    []string{"Hello world."},
+			texts:    []string{"  Hello world."},
 			headings: [][]string{nil},
 		},
 		{
@@ -207,8 +209,11 @@ func check(t *testing.T, src string, cfg Config, cs []Chunk) {
 		if c.Start < 0 || c.End > len(src) || c.Start >= c.End || !strings.Contains(c.Text, src[c.Start:c.End]) {
 			t.Fatalf("chunk %d [%d,%d) is not its text %q", i, c.Start, c.End, c.Text)
 		}
-		if c.Text != strings.TrimSpace(c.Text) {
-			t.Errorf("chunk %d is not trimmed: %q", i, c.Text)
+		if c.Text != strings.TrimRightFunc(c.Text, unicode.IsSpace) || strings.TrimLeft(c.Text, " \t") != strings.TrimSpace(c.Text) {
+			t.Errorf("chunk %d is not trimmed but for its first line's indentation: %q", i, c.Text)
+		}
+		if ls := strings.LastIndexByte(src[:c.Start], '\n') + 1; c.Start > ls && strings.Trim(src[ls:c.Start], " \t") == "" {
+			t.Errorf("chunk %d starts after its line's indentation: %q", i, c.Text)
 		}
 		if c.Tokens != Tokens(c.Text) || c.Tokens > cfg.MaxTokens {
 			t.Errorf("chunk %d: %d tokens (counted %d), max %d", i, c.Tokens, Tokens(c.Text), cfg.MaxTokens)

@@ -363,13 +363,18 @@ func neutralizeLines(s string) string {
 
 // escapeChunk is escape for a document chunk's text (neutralizeLines')
 // in the system and markdown formats: its fenced code, the fence lines
-// and the lines between (CommonMark's: a run of three or more backticks
-// or tildes indented at most three spaces, closed by a run as long of
-// the same), is left as written when the chunk has several lines. The code reaches the model as the
-// document has it, where "x \:= 1" or "a\_b" was another program; its
-// separators forge nothing there: every line of a chunk but its first
-// is indented under its entry, and a source or citation needs a square
-// bracket, which neutralize turns into a parenthesis.
+// and the lines between (a run of three or more backticks or tildes
+// after a line's indentation, closed by a run as long of the same
+// indented at most three spaces more), is left as written when the chunk
+// has several lines. The code reaches the model as the document has it,
+// where "x \:= 1" or "a\_b" was another program; its separators forge
+// nothing there: every line of a chunk but its first is indented under
+// its entry, and a source or citation needs a square bracket, which
+// neutralize turns into a parenthesis. A fence at any indentation counts,
+// not only CommonMark's three spaces at the margin: the chunker reads a
+// fence under a list item (indented four or more) as code, and at worst
+// a literal fence in indented code leaves some prose unescaped, which
+// forges nothing either.
 func escapeChunk(s, special string) string {
 	// One line: its source or mark follows it on the line, where an
 	// unescaped backslash would take the separator.
@@ -377,22 +382,22 @@ func escapeChunk(s, special string) string {
 		return escape(s, special)
 	}
 	var b strings.Builder
-	fence := ""
+	fence, open := "", 0 // open: the opening fence's indentation
 	for i, line := range strings.Split(s, "\n") {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
 		trimmed := strings.TrimLeft(line, " ")
+		indent := len(line) - len(trimmed)
 		inFence := fence != ""
 		switch {
-		case len(line)-len(trimmed) > 3:
 		case fence != "":
-			if strings.HasPrefix(trimmed, fence) && strings.TrimRight(strings.Trim(trimmed, fence[:1]), " ") == "" {
+			if indent <= open+3 && strings.HasPrefix(trimmed, fence) && strings.TrimRight(strings.Trim(trimmed, fence[:1]), " ") == "" {
 				fence = ""
 			}
 		case strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~"):
 			c := trimmed[:1]
-			fence, inFence = strings.Repeat(c, len(trimmed)-len(strings.TrimLeft(trimmed, c))), true
+			fence, open, inFence = strings.Repeat(c, len(trimmed)-len(strings.TrimLeft(trimmed, c))), indent, true
 		}
 		if inFence {
 			b.WriteString(line)

@@ -32,3 +32,27 @@ func TestRenderDocsCodeAsWritten(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderDocsCodeInListItemAsWritten: fenced code indented under a
+// list item (four columns or more, as CommonMark nests it) is written as
+// the document has it, as top-level fenced code is. Before, a fence
+// indented over three spaces was no fence to the injection: a release
+// checklist's shell steps read "a\_b" in markdown and "x \:= 1" in
+// system.
+func TestRenderDocsCodeInListItemAsWritten(t *testing.T) {
+	t.Parallel()
+	chunk := events.DocumentChunk{Source: "release.md", ChunkIndex: 0, Score: 0.5,
+		Text: "1. Tag it:\n\n    ```shell\n    export TAG_NAME=v1:x\n    ```\n\n   - Check *it*:\n\n       ~~~\n       git log a_b\n       ~~~"}
+	tests := []struct{ format, want string }{
+		{events.FormatSystem, "1. 1. Tag it\\:\n       ```shell\n       export TAG_NAME=v1:x\n       ```\n      - Check *it*\\:\n" +
+			"          ~~~\n          git log a_b\n          ~~~\n   (source: [1] release.md, chunk 0)"},
+		{events.FormatMarkdown, "1. 1. Tag it:\n       ```shell\n       export TAG_NAME=v1:x\n       ```\n      - Check \\*it\\*:\n" +
+			"          ~~~\n          git log a_b\n          ~~~\n   [1] _Relevance 0.50_"},
+	}
+	for _, tt := range tests {
+		got := renderDocs(tt.format, nil, nil, cleanChunks([]events.DocumentChunk{chunk}))
+		if !strings.Contains(got, tt.want) {
+			t.Errorf("%s:\n got %q\nwant it to hold %q", tt.format, got, tt.want)
+		}
+	}
+}
