@@ -115,7 +115,7 @@ var ErrNotText = errors.New("chunker: document is not UTF-8 text")
 
 // Split cuts src into chunks (see the package documentation). cfg is
 // defaulted and validated. A document of headings, front matter and
-// blank lines only has no chunk (docs.put refuses it).
+// blank lines only has no chunk (docs.put refuses it; see HasText).
 func Split(src string, cfg Config) ([]Chunk, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -148,6 +148,15 @@ func Split(src string, cfg Config) ([]Chunk, error) {
 		}
 	}
 	return chunks, nil
+}
+
+// HasText reports whether Split cuts src into any chunk: whether src has
+// text outside its headings, YAML front matter and blank lines. It costs
+// what reading src's lines does, not what chunking does, so that a
+// document chunked later (docs.put's job) is refused at once when it
+// would have no chunk.
+func HasText(src string) bool {
+	return len(sections(src)) > 0
 }
 
 // continues reports whether a chunk cut inside b repeats b's head: b is

@@ -360,7 +360,33 @@ func FuzzSplit(f *testing.F) {
 			t.Fatal(err)
 		}
 		check(t, src, cfg, cs)
+		if HasText(src) != (len(cs) > 0) {
+			t.Errorf("HasText = %v, but %d chunks", HasText(src), len(cs))
+		}
 	})
+}
+
+// TestHasText: HasText says whether Split cuts any chunk, so that a
+// document chunked later is refused at its put as one chunked at once.
+func TestHasText(t *testing.T) {
+	for src, want := range map[string]bool{
+		"":                              false,
+		"# A\n\n## B\n":                 false,
+		"---\ntitle: T\n---\n\n# A\n":   false,
+		"Title\n=====\n":                false,
+		"# A\n\ntext\n":                 true,
+		"```\n# not a heading\n```\n":   true,
+		"    # indented code\n":         true,
+		"- Run:\n\n  ```sh\n\n# Next\n": true,
+	} {
+		cs, err := Split(src, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := HasText(src); got != want || got != (len(cs) > 0) {
+			t.Errorf("HasText(%q) = %v, want %v (%d chunks)", src, got, want, len(cs))
+		}
+	}
 }
 
 // pathological are inputs that once cost quadratic time (a period scan

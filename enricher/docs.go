@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -202,6 +203,12 @@ func (d docs) put(token string, data []byte) (call, error) {
 	later := d.index != nil && len(req.Content) > d.inlineBytes
 	if later {
 		put.Chunk = nil
+		// Refused now as one chunked in the request is: its job would
+		// mark it ready with no chunk, after an ok.
+		// (Text that is not UTF-8 or holds NUL is the store's 400.)
+		if utf8.ValidString(req.Content) && !strings.Contains(req.Content, "\x00") && !chunker.HasText(req.Content) {
+			return nil, putError(store.InvalidDocument(store.ErrNoText))
+		}
 	}
 	return func(ctx context.Context) (any, error) {
 		var (

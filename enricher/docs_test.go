@@ -286,3 +286,43 @@ func TestDocsCapOverNATS(t *testing.T) {
 		t.Fatalf("put within the cap: %+v, %v", r, err)
 	}
 }
+
+// TestDocsPutRefusesALargeDocumentOfHeadingsOnly: a document over
+// InlineChunkBytes (chunked by a job) of headings and front matter only is
+// refused at put time with the 400 a small one gets, nothing written and
+// no job enqueued. Before, it was stored pending, its put answered ok,
+// and its job marked it ready with no chunk: none of its words was ever
+// found.
+func TestDocsPutRefusesALargeDocumentOfHeadingsOnly(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	enqueued := 0
+	h := start(t, st, func(c *enricher.Config) {
+		c.InlineChunkBytes = 100
+		c.DocIndexer = func(context.Context, pgx.Tx, int64, string, string) (int64, error) {
+			enqueued++
+			return 42, nil
+		}
+	})
+	ctx := ctxT(t)
+	var outline strings.Builder
+	outline.WriteString("---\ntitle: Outline\n---\n")
+	for i := range 40 {
+		fmt.Fprintf(&outline, "# Part %d\n\n## Chapter %d.1\n\n", i, i)
+	}
+	r, err := h.client.PutDocument(ctx, events.DocsPutRequest{UserID: "alice", Collection: "c", DocID: "outline.md", Content: outline.String()})
+	if svcCode(err) != 400 || !strings.Contains(err.Error(), "no text outside its headings") {
+		t.Fatalf("put of a %d byte document of headings only = %+v, %v; want a 400 saying it has no text outside its headings", outline.Len(), r, err)
+	}
+	if enqueued != 0 {
+		t.Errorf("the refused put enqueued %d jobs", enqueued)
+	}
+	if _, err := h.client.ListDocuments(ctx, events.DocsListRequest{UserID: "alice", Collection: "c"}); svcCode(err) != 404 {
+		t.Errorf("after the refused put, listing its collection: %v; want a 404 (nothing written)", err)
+	}
+	// With a line of text it is put, pending its job.
+	r, err = h.client.PutDocument(ctx, events.DocsPutRequest{UserID: "alice", Collection: "c", DocID: "outline.md", Content: outline.String() + "One line.\n"})
+	if err != nil || r.Status != events.DocPending || enqueued != 1 {
+		t.Fatalf("put with a line of text = %+v, %v (%d jobs); want pending with its job", r, err, enqueued)
+	}
+}

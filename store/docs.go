@@ -201,6 +201,13 @@ func DocumentHash(content string) string {
 // of its text): the caller's to mend, not the store's.
 var ErrInvalidDocument = errors.New("invalid document")
 
+// ErrNoText refuses a document of headings and front matter only, of
+// which the chunker cuts no chunk: stored, none of its words would ever
+// be found. PutDocument refuses one it chunks (as InvalidDocument); the
+// caller of a put it does not chunk (a document chunked by its job)
+// refuses one itself.
+var ErrNoText = errors.New("document content has no text outside its headings and front matter: nothing to search (a chunk is the text under a heading)")
+
 // InvalidDocument marks err, a refusal of a document (its message
 // unchanged), as matching ErrInvalidDocument.
 func InvalidDocument(err error) error { return invalidDocument{err} }
@@ -472,7 +479,7 @@ func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, erro
 			if len(cut) == 0 {
 				// Headings or front matter only: stored, nothing of it
 				// would ever be found, and an ok would say otherwise.
-				return InvalidDocument(errors.New("document content has no text outside its headings and front matter: nothing to search (a chunk is the text under a heading)"))
+				return InvalidDocument(ErrNoText)
 			}
 			r.Status, r.Chunks = DocReady, len(cut)
 		}
