@@ -1,6 +1,6 @@
-// Package chunker cuts a document (plain text or Markdown) into chunks for
-// retrieval: pieces small enough to rank and inject, each understandable
-// out of context.
+// Package chunker cuts a document (plain text or Markdown, or source
+// code: see Config.Code) into chunks for retrieval: pieces small enough to
+// rank and inject, each understandable out of context.
 //
 // Structure comes first. A chunk never spans a Markdown heading, and each
 // carries its heading path ("Install > Linux"): out of context, that path is
@@ -68,6 +68,14 @@ type Config struct {
 	// before it in the same section. Default 30 (when MaxTokens is also
 	// defaulted; set a negative value for none); at most MaxTokens/2.
 	Overlap int
+	// Code is the language of a source code document ("go", "python";
+	// see CodeLanguage), "" for Markdown or plain text. Code is cut
+	// between lines, at blank lines where one leaves a chunk at least
+	// half full, with an overlap of whole lines, and has no headings;
+	// each chunk is fenced with Code as the info string ("```go"), so
+	// that it reads, and is injected, as code: the source's text
+	// between the fence lines.
+	Code string
 }
 
 // WithDefaults fills the fields left zero.
@@ -92,8 +100,15 @@ func (c Config) Validate() error {
 	if c.Overlap < 0 || c.Overlap > c.MaxTokens/2 {
 		return fmt.Errorf("chunker: overlap %d is not in 0..%d (half of max tokens)", c.Overlap, c.MaxTokens/2)
 	}
+	if !infoString.MatchString(c.Code) {
+		return fmt.Errorf("chunker: code language %q is not a word of at most 32 letters, digits, '+', '#', '.' or '-'", c.Code)
+	}
 	return nil
 }
+
+// infoString is what Config.Code may be: one word, which a fence's info
+// string can hold.
+var infoString = regexp.MustCompile(`^[A-Za-z0-9+#.-]{0,32}$`)
 
 // Chunk is one piece of a document.
 type Chunk struct {
@@ -123,6 +138,9 @@ func Split(src string, cfg Config) ([]Chunk, error) {
 	}
 	if !utf8.ValidString(src) || strings.IndexByte(src, 0) >= 0 {
 		return nil, ErrNotText
+	}
+	if cfg.Code != "" {
+		return splitCode(src, cfg), nil
 	}
 	var chunks []Chunk
 	for _, sec := range sections(src) {

@@ -363,6 +363,11 @@ func FuzzSplit(f *testing.F) {
 		if HasText(src) != (len(cs) > 0) {
 			t.Errorf("HasText = %v, but %d chunks", HasText(src), len(cs))
 		}
+		cfg.Code = "go"
+		if cs, err = Split(src, cfg); err != nil {
+			t.Fatal(err)
+		}
+		checkCode(t, src, cfg, cs)
 	})
 }
 

@@ -1,6 +1,7 @@
 package enricher
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,9 +36,13 @@ type DocIndexer func(ctx context.Context, tx pgx.Tx, collectionID int64, docID, 
 const DefaultInlineChunkBytes = 256 << 10
 
 // ChunkDocument cuts a document under its collection's settings (package
-// chunker): the store.Chunker of every put.
-func ChunkDocument(c store.Collection, content string) ([]store.ChunkText, error) {
-	cs, err := chunker.Split(content, chunker.Config{MaxTokens: c.ChunkTokens, Overlap: c.OverlapTokens})
+// chunker): the store.Chunker of every put. A document whose source names
+// source code (chunker.CodeLanguage: "store.go", "app.py") is cut as code,
+// each chunk fenced with its language, so that enrich injects it as code
+// (fenced code is written unescaped) where, read as Markdown, it was
+// escaped as prose and a Python comment was a heading.
+func ChunkDocument(c store.Collection, source, content string) ([]store.ChunkText, error) {
+	cs, err := chunker.Split(content, chunker.Config{MaxTokens: c.ChunkTokens, Overlap: c.OverlapTokens, Code: chunker.CodeLanguage(source)})
 	if err != nil {
 		// The text, or the collection's chunk settings, refused.
 		return nil, store.InvalidDocument(err)
@@ -191,8 +196,8 @@ func (d docs) put(token string, data []byte) (call, error) {
 	largest := 0
 	put := store.DocumentPut{Owner: o, Collection: req.Collection, ChunkTokens: req.ChunkTokens, OverlapTokens: req.OverlapTokens,
 		DocID: req.DocID, Source: req.Source, Content: req.Content, Metadata: req.Metadata,
-		Chunk: func(c store.Collection, content string) ([]store.ChunkText, error) {
-			cs, err := ChunkDocument(c, content)
+		Chunk: func(c store.Collection, source, content string) ([]store.ChunkText, error) {
+			cs, err := ChunkDocument(c, source, content)
 			largest = 0
 			for _, ch := range cs {
 				largest = max(largest, chunkInjectionTokens(ch.Text))
@@ -205,8 +210,11 @@ func (d docs) put(token string, data []byte) (call, error) {
 		put.Chunk = nil
 		// Refused now as one chunked in the request is: its job would
 		// mark it ready with no chunk, after an ok.
-		// (Text that is not UTF-8 or holds NUL is the store's 400.)
-		if utf8.ValidString(req.Content) && !strings.Contains(req.Content, "\x00") && !chunker.HasText(req.Content) {
+		// (Text that is not UTF-8 or holds NUL is the store's 400; code,
+		// which has no headings, has text when it is not blank, which the
+		// store checks.)
+		source := cmp.Or(req.Source, req.DocID)
+		if chunker.CodeLanguage(source) == "" && utf8.ValidString(req.Content) && !strings.Contains(req.Content, "\x00") && !chunker.HasText(req.Content) {
 			return nil, putError(store.InvalidDocument(store.ErrNoText))
 		}
 	}

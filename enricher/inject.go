@@ -2,6 +2,7 @@ package enricher
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -67,7 +68,11 @@ func countText(s string) textCount {
 // as at U+0085, and the escape sequences of ESC (U+001B) and CSI (U+009B)
 // rewrite the terminal that prints an injection (memoryd enrich). Invalid
 // UTF-8 becomes U+FFFD, a byte at a time.
-func neutralize(s string) string {
+func neutralize(s string) string { return neutralizeKeeping(s, false) }
+
+// neutralizeKeeping is neutralize, keeping square brackets when brackets
+// is set: a document chunk's text for its fenced code (escapeChunk).
+func neutralizeKeeping(s string, brackets bool) string {
 	s = breakControlTokens(s)
 	b := make([]byte, 0, len(s))
 	space := false
@@ -79,9 +84,9 @@ func neutralize(s string) string {
 			case c <= ' ' || c == 0x7f: // white space and control characters
 				space = true
 				continue
-			case c == '[':
+			case c == '[' && !brackets:
 				c = '('
-			case c == ']':
+			case c == ']' && !brackets:
 				c = ')'
 			}
 			if space && len(b) > 0 {
@@ -308,9 +313,12 @@ func (c cleanCache) item(it events.ContextItem, loc *time.Location) cleanItem {
 // cleanChunk is a document chunk's neutralized text and citation.
 type cleanChunk struct {
 	text, source string
-	headings     []string
-	index        int
-	score        float64
+	// written is text with its square brackets, escapeChunk's input:
+	// system and markdown keep them in fenced code.
+	written  string
+	headings []string
+	index    int
+	score    float64
 	// size counts text and source, which every format renders whole.
 	size textCount
 }
@@ -336,13 +344,17 @@ func (c cleanChunk) cite(special string) string {
 // chunk's lines are one run the formats indent under its entry (see
 // indentLines); other line breaks (U+2028, U+0085, form feed) still
 // become a space.
-func neutralizeLines(s string) string {
+func neutralizeLines(s string) string { return neutralizeLinesKeeping(s, false) }
+
+// neutralizeLinesKeeping is neutralizeLines, keeping square brackets when
+// brackets is set (escapeChunk's input).
+func neutralizeLinesKeeping(s string, brackets bool) string {
 	if !strings.ContainsAny(s, "\n\r") {
-		return neutralize(s)
+		return neutralizeKeeping(s, brackets)
 	}
 	var b strings.Builder
 	for _, line := range strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' }) {
-		text := neutralize(line)
+		text := neutralizeKeeping(line, brackets)
 		if text == "" {
 			continue
 		}
@@ -361,25 +373,29 @@ func neutralizeLines(s string) string {
 	return b.String()
 }
 
-// escapeChunk is escape for a document chunk's text (neutralizeLines')
-// in the system and markdown formats: its fenced code, the fence lines
-// and the lines between (a run of three or more backticks or tildes
-// after a line's indentation, closed by a run as long of the same
-// indented at most three spaces more), is left as written when the chunk
-// has several lines. The code reaches the model as the document has it,
-// where "x \:= 1" or "a\_b" was another program; its separators forge
-// nothing there: every line of a chunk but its first is indented under
-// its entry, and a source or citation needs a square bracket, which
-// neutralize turns into a parenthesis. A fence at any indentation counts,
-// not only CommonMark's three spaces at the margin: the chunker reads a
-// fence under a list item (indented four or more) as code, and at worst
-// a literal fence in indented code leaves some prose unescaped, which
-// forges nothing either.
+// escapeChunk is escape for a document chunk's text in the system and
+// markdown formats; s is the text as neutralizeLinesKeeping keeps it,
+// square brackets included. Its fenced code, the fence lines and the
+// lines between (a run of three or more backticks or tildes after a
+// line's indentation, closed by a run as long of the same indented at
+// most three spaces more), is left as written when the chunk has several
+// lines, its square brackets too ("[]byte", "m[k]"): the code reaches the
+// model as the document has it, where "x \:= 1", "a\_b" or "make(()byte,
+// n)" was another program. Its separators forge nothing there: every
+// line of a chunk but its first is indented under its entry, so none
+// starts an entry, a section or a heading, and a line that would read as
+// an entry's last line, opening "(source:" or a citation mark "[n]"
+// (where a reader, and extractor.StripMarkers, end a chunk's lines), has
+// its brackets made parentheses as the text outside the code does. A
+// fence at any indentation counts, not only CommonMark's three spaces at
+// the margin: the chunker reads a fence under a list item (indented four
+// or more) as code, and at worst a literal fence in indented code leaves
+// some prose as written, which forges nothing either.
 func escapeChunk(s, special string) string {
 	// One line: its source or mark follows it on the line, where an
 	// unescaped backslash would take the separator.
 	if !strings.Contains(s, "\n") || !strings.Contains(s, "```") && !strings.Contains(s, "~~~") {
-		return escape(s, special)
+		return escape(parenthesized(s), special)
 	}
 	var b strings.Builder
 	fence, open := "", 0 // open: the opening fence's indentation
@@ -399,13 +415,28 @@ func escapeChunk(s, special string) string {
 			c := trimmed[:1]
 			fence, open, inFence = strings.Repeat(c, len(trimmed)-len(strings.TrimLeft(trimmed, c))), indent, true
 		}
-		if inFence {
+		switch {
+		case !inFence:
+			b.WriteString(escape(parenthesized(line), special))
+		case strings.HasPrefix(trimmed, "(source:") || citationMark.MatchString(trimmed):
+			b.WriteString(parenthesized(line))
+		default:
 			b.WriteString(line)
-		} else {
-			b.WriteString(escape(line, special))
 		}
 	}
 	return b.String()
+}
+
+// citationMark opens a line with a citation's number, "[3]".
+var citationMark = regexp.MustCompile(`^\[\d+\]`)
+
+// parenthesized is s with its square brackets as parentheses, as
+// neutralize writes them.
+func parenthesized(s string) string {
+	if !strings.ContainsAny(s, "[]") {
+		return s
+	}
+	return strings.NewReplacer("[", "(", "]", ")").Replace(s)
 }
 
 // indentLines puts indent before each line of s after the first: a
@@ -425,8 +456,9 @@ func indentLines(s, indent string) string {
 func chunkInjectionTokens(text string) int {
 	lines := neutralizeLines(text)
 	n := estimateTokens(indentLines(escape(lines, inlineItemSpecial), inlineIndent))
+	written := neutralizeLinesKeeping(text, true)
 	for _, special := range []string{systemSpecial, markdownSpecial} {
-		n = max(n, estimateTokens(indentLines(escapeChunk(lines, special), systemIndent)))
+		n = max(n, estimateTokens(indentLines(escapeChunk(written, special), systemIndent)))
 	}
 	return n
 }
@@ -440,6 +472,7 @@ func cleanChunks(chunks []events.DocumentChunk) []cleanChunk {
 		}
 		out[i] = cleanChunk{
 			text:     neutralizeLines(c.Text),
+			written:  neutralizeLinesKeeping(c.Text, true),
 			source:   neutralize(c.Source),
 			headings: hs,
 			index:    c.ChunkIndex,
@@ -500,7 +533,7 @@ func renderDocs(format string, facts []cleanFact, items []cleanItem, chunks []cl
 				if strings.Contains(c.text, "\n") {
 					sep = "\n" + systemIndent
 				}
-				fmt.Fprintf(&b, "%d. %s%s(source: [%d] %s)\n", n, indentLines(escapeChunk(c.text, systemSpecial), systemIndent), sep, i+1, c.cite(systemSpecial+citeSpecial))
+				fmt.Fprintf(&b, "%d. %s%s(source: [%d] %s)\n", n, indentLines(escapeChunk(c.written, systemSpecial), systemIndent), sep, i+1, c.cite(systemSpecial+citeSpecial))
 			}
 		}
 		return strings.TrimSuffix(b.String(), "\n")
@@ -525,7 +558,7 @@ func renderDocs(format string, facts []cleanFact, items []cleanItem, chunks []cl
 		if len(chunks) > 0 {
 			b.WriteString("\n### Documents\n")
 			for i, c := range chunks {
-				text := escapeChunk(c.text, markdownSpecial)
+				text := escapeChunk(c.written, markdownSpecial)
 				if !strings.Contains(text, "\n") {
 					fmt.Fprintf(&b, "%d. %s [%d]\n   _Relevance %.2f_\n", i+1, text, i+1, c.score)
 					continue

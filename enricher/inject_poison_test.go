@@ -442,7 +442,8 @@ func TestInjectionReadsBack(t *testing.T) {
 			}
 			if !slices.Equal(got.facts, want.facts) || !slices.Equal(got.items, want.items) || !slices.Equal(got.srcs, want.srcs) ||
 				!slices.EqualFunc(got.chunks, want.chunks, func(a, b readChunk) bool {
-					return a.text == b.text && a.source == b.source && a.index == b.index && slices.Equal(a.headings, b.headings)
+					// Fenced code keeps its square brackets (escapeChunk).
+					return parenthesized(a.text) == b.text && a.source == b.source && a.index == b.index && slices.Equal(a.headings, b.headings)
 				}) {
 				t.Fatalf("%s: %q reads as\n%+v\nwant\n%+v", format, text, got, want)
 			}
@@ -479,26 +480,25 @@ func TestInjectionReadsBackCases(t *testing.T) {
 }
 
 // unescapeChunk is unescape for a system or markdown document chunk of
-// several lines, whose fenced code (a fence line, the lines to the
-// closing one) is written as it is (docs/protocol.md, "Documents in
-// enrich").
+// several lines, whose fenced code (a fence line at any indentation, the
+// lines to the closing one, indented at most three more) is written as
+// it is (docs/protocol.md, "Documents in enrich").
 func unescapeChunk(s string) string {
 	if !strings.Contains(s, "\n") {
 		return unescape(s)
 	}
 	lines := strings.Split(s, "\n")
-	fence := ""
+	fence, open := "", 0
 	for i, l := range lines {
 		t := strings.TrimLeft(l, " ")
 		code := fence != ""
 		switch {
-		case len(l)-len(t) > 3:
 		case fence != "":
-			if strings.HasPrefix(t, fence) && strings.TrimRight(strings.Trim(t, fence[:1]), " ") == "" {
+			if len(l)-len(t) <= open+3 && strings.HasPrefix(t, fence) && strings.TrimRight(strings.Trim(t, fence[:1]), " ") == "" {
 				fence = ""
 			}
 		case strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~"):
-			fence, code = strings.Repeat(t[:1], len(t)-len(strings.TrimLeft(t, t[:1]))), true
+			fence, open, code = strings.Repeat(t[:1], len(t)-len(strings.TrimLeft(t, t[:1]))), len(l)-len(t), true
 		}
 		if !code {
 			lines[i] = unescape(l)

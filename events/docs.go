@@ -50,9 +50,12 @@ type DocsPutRequest struct {
 	Collection string `json:"collection"`
 	// DocID is the document's id in the collection; Source when absent.
 	// At least one of them is required.
-	DocID  string `json:"doc_id,omitempty"`
+	DocID string `json:"doc_id,omitempty"`
+	// Source is the document's file name or URL; DocID when absent. One
+	// naming source code by its extension or name ("store.go", "app.py",
+	// "Dockerfile") has the content chunked as code.
 	Source string `json:"source,omitempty"`
-	// Content is the document's text or Markdown.
+	// Content is the document's text, Markdown or source code.
 	Content string `json:"content"`
 	// Metadata is a JSON object of at most 4096 bytes, kept as given.
 	Metadata json.RawMessage `json:"metadata,omitempty"`

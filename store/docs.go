@@ -139,8 +139,10 @@ type ChunkText struct {
 	Start, End int
 }
 
-// Chunker cuts a document's content under its collection's settings.
-type Chunker func(c Collection, content string) ([]ChunkText, error)
+// Chunker cuts a document's content under its collection's settings;
+// source is the document's source (its file name or URL), which may say
+// how it is written (a ".go" file is code).
+type Chunker func(c Collection, source, content string) ([]ChunkText, error)
 
 // DocumentPut is a document to store.
 type DocumentPut struct {
@@ -473,7 +475,7 @@ func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, erro
 		var cut []ChunkText
 		r.Status = DocPending
 		if p.Chunk != nil {
-			if cut, err = p.Chunk(c, p.Content); err != nil {
+			if cut, err = p.Chunk(c, p.Source, p.Content); err != nil {
 				return fmt.Errorf("chunk document: %w", err)
 			}
 			if len(cut) == 0 {
@@ -584,12 +586,12 @@ func (s *Store) IndexDocument(ctx context.Context, collectionID int64, docID, ha
 	done := false
 	err := s.inTx(ctx, func(q *Store) error {
 		var c Collection
-		var kind, owner, content, cur, status string
+		var kind, owner, source, content, cur, status string
 		err := q.db.QueryRow(ctx, `SELECT c.owner_kind, c.owner, c.name, c.chunk_tokens, c.overlap_tokens, c.ts_config,
-				d.content, d.content_hash, d.status
+				d.source, d.content, d.content_hash, d.status
 			FROM documents d JOIN collections c ON c.id = d.collection_id
 			WHERE d.collection_id = $1 AND d.doc_id = $2 FOR UPDATE OF d`, collectionID, docID).
-			Scan(&kind, &owner, &c.Name, &c.ChunkTokens, &c.OverlapTokens, &c.TSConfig, &content, &cur, &status)
+			Scan(&kind, &owner, &c.Name, &c.ChunkTokens, &c.OverlapTokens, &c.TSConfig, &source, &content, &cur, &status)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -605,7 +607,7 @@ func (s *Store) IndexDocument(ctx context.Context, collectionID int64, docID, ha
 		} else {
 			c.Owner.Shared = owner
 		}
-		cut, err := chunk(c, content)
+		cut, err := chunk(c, source, content)
 		if err != nil {
 			return fmt.Errorf("chunk document: %w", err)
 		}

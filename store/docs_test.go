@@ -20,8 +20,8 @@ import (
 )
 
 // chunkWith is the chunker the service uses, as a store.Chunker.
-func chunkWith(c store.Collection, content string) ([]store.ChunkText, error) {
-	cs, err := chunker.Split(content, chunker.Config{MaxTokens: c.ChunkTokens, Overlap: c.OverlapTokens})
+func chunkWith(c store.Collection, source, content string) ([]store.ChunkText, error) {
+	cs, err := chunker.Split(content, chunker.Config{MaxTokens: c.ChunkTokens, Overlap: c.OverlapTokens, Code: chunker.CodeLanguage(source)})
 	if err != nil {
 		return nil, err
 	}
@@ -190,9 +190,9 @@ func TestPutDocumentSameContentIsNoOp(t *testing.T) {
 	first := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "c", DocID: "d", Content: guide})
 	calls := 0
 	again := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "c", DocID: "d", Content: guide,
-		Metadata: []byte(`{"x":1}`), Chunk: func(c store.Collection, s string) ([]store.ChunkText, error) {
+		Metadata: []byte(`{"x":1}`), Chunk: func(c store.Collection, source, s string) ([]store.ChunkText, error) {
 			calls++
-			return chunkWith(c, s)
+			return chunkWith(c, source, s)
 		}})
 	if !again.Unchanged || again.Hash != first.Hash || again.Status != store.DocReady || again.Chunks != first.Chunks || calls != 0 {
 		t.Fatalf("re-put = %+v (chunker called %d times), want unchanged", again, calls)

@@ -71,7 +71,7 @@ func TestTwoPutsOfOneDocumentAtOnce(t *testing.T) {
 				t.Fatalf("document after both puts: hash %.8s, %d bytes, %s, %d chunks; want the second's (%.8s, %d bytes, ready, %d chunks)",
 					hash, size, status, chunks, r2.Hash, len(second), r2.Chunks)
 			}
-			want, err := chunkWith(r2.Collection, second)
+			want, err := chunkWith(r2.Collection, "d", second)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,0 +1,127 @@
+package chunker
+
+import (
+	"net/url"
+	"path"
+	"strings"
+)
+
+// codeExtensions maps a file name's extension (lower case, without its
+// dot) to the language of its source code, a fence's info string as
+// GitHub and most Markdown renderers name it.
+var codeExtensions = map[string]string{
+	"go": "go", "py": "python", "pyi": "python", "ts": "typescript", "mts": "typescript", "cts": "typescript",
+	"tsx": "tsx", "js": "javascript", "mjs": "javascript", "cjs": "javascript", "jsx": "jsx",
+	"rs": "rust", "c": "c", "h": "c", "cc": "cpp", "cpp": "cpp", "cxx": "cpp", "hh": "cpp", "hpp": "cpp", "hxx": "cpp",
+	"java": "java", "kt": "kotlin", "kts": "kotlin", "scala": "scala", "groovy": "groovy", "gradle": "groovy",
+	"swift": "swift", "m": "objectivec", "mm": "objectivec", "cs": "csharp", "fs": "fsharp", "vb": "vbnet",
+	"rb": "ruby", "php": "php", "pl": "perl", "pm": "perl", "lua": "lua", "r": "r", "jl": "julia", "dart": "dart",
+	"ex": "elixir", "exs": "elixir", "erl": "erlang", "hrl": "erlang", "hs": "haskell", "ml": "ocaml", "mli": "ocaml",
+	"clj": "clojure", "cljs": "clojure", "zig": "zig", "nim": "nim", "v": "v", "sol": "solidity",
+	"sh": "bash", "bash": "bash", "zsh": "zsh", "fish": "fish", "ps1": "powershell", "bat": "batch", "cmd": "batch",
+	"sql": "sql", "proto": "protobuf", "graphql": "graphql", "gql": "graphql", "tf": "hcl", "hcl": "hcl",
+	"yaml": "yaml", "yml": "yaml", "json": "json", "jsonc": "jsonc", "toml": "toml", "xml": "xml", "mk": "makefile",
+	"css": "css", "scss": "scss", "less": "less", "vue": "vue", "svelte": "svelte", "cmake": "cmake", "nix": "nix",
+	"diff": "diff", "patch": "diff",
+}
+
+// codeNames maps a file name without an extension that says its language.
+var codeNames = map[string]string{
+	"dockerfile": "dockerfile", "containerfile": "dockerfile", "makefile": "makefile", "gnumakefile": "makefile",
+	"cmakelists.txt": "cmake", "go.mod": "go", "justfile": "makefile",
+}
+
+// CodeLanguage is the language of the source code a document's name (a
+// file name, a path or a URL) says it holds, by its extension (".go"
+// "go", ".py" "python", ".ts" "typescript", ".yaml" "yaml", ...) or its
+// name ("Dockerfile", "Makefile"), or "" when the name says none: a
+// document of Markdown or plain text (".md", ".txt", no extension).
+func CodeLanguage(name string) string {
+	if u, err := url.Parse(name); err == nil && u.Scheme != "" && u.Host != "" {
+		name = u.Path // not its query or fragment
+	}
+	base := strings.ToLower(path.Base(strings.ReplaceAll(name, `\`, "/")))
+	if lang, ok := codeNames[base]; ok {
+		return lang
+	}
+	if i := strings.LastIndexByte(base, '.'); i > 0 {
+		return codeExtensions[base[i+1:]]
+	}
+	return ""
+}
+
+// codeFence is the fence of a code document's chunks: three backticks,
+// or tildes where the source has a line opening with three backticks,
+// one longer than any such run in the source, so that no line of the
+// source closes it.
+func codeFence(src string) string {
+	var longest [2]int // of backticks, of tildes, opening a line
+	for line := range strings.Lines(src) {
+		t := strings.TrimLeft(line, " \t")
+		for k, c := range "`~" {
+			n := len(t) - len(strings.TrimLeft(t, string(c)))
+			longest[k] = max(longest[k], n)
+		}
+	}
+	if longest[0] < 3 {
+		return "```"
+	}
+	if longest[1] < longest[0] {
+		return strings.Repeat("~", max(3, longest[1]+1))
+	}
+	return strings.Repeat("`", longest[0]+1)
+}
+
+// splitCode cuts a source code document (cfg.Code set): its runs of
+// non-blank lines are its blocks, cut between lines (a line longer than
+// a chunk between words), and each chunk is the source between fence
+// lines: the fence with the language, and the fence closing it. The
+// chunks are packed smaller by those two lines, so that none exceeds
+// cfg.MaxTokens; when they would take over half a chunk (a source of
+// very long fence-like runs) the chunks are not fenced.
+func splitCode(src string, cfg Config) []Chunk {
+	fence := codeFence(src)
+	open, closing := fence+cfg.Code+"\n", "\n"+fence
+	c := cfg
+	if extra := Tokens(open) + Tokens(closing); extra <= cfg.MaxTokens/2 {
+		c.MaxTokens -= extra
+	} else {
+		open, closing = "", ""
+	}
+	c.Overlap = min(c.Overlap, c.MaxTokens/2)
+	start := 0
+	if strings.HasPrefix(src, "\ufeff") {
+		start = len("\ufeff")
+	}
+	var segs []segment
+	for _, b := range codeBlocks(src, start) {
+		first := true
+		for _, p := range lineSpans(src, b) {
+			p.s = lineStart(src, p.s)
+			for _, q := range fit(src, p, c.MaxTokens) {
+				// code: an overlap is of whole lines.
+				segs = append(segs, segment{span: q, first: first, code: true})
+				first = false
+			}
+		}
+	}
+	var chunks []Chunk
+	for _, sp := range pack(src, segs, c) {
+		text := open + src[sp.s:sp.e] + closing
+		chunks = append(chunks, Chunk{Index: len(chunks), Start: sp.s, End: sp.e, Text: text, Tokens: Tokens(text)})
+	}
+	return chunks
+}
+
+// codeBlocks are the runs of non-blank lines of src from start.
+func codeBlocks(src string, start int) []span {
+	var out []span
+	for _, l := range lineSpans(src, span{start, len(src)}) {
+		if n := len(out); n > 0 && strings.Count(src[out[n-1].e:l.s], "\n") < 2 {
+			out[n-1].e = l.e
+		} else {
+			out = append(out, l)
+		}
+	}
+	return out
+}

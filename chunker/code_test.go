@@ -1,0 +1,94 @@
+package chunker
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"unicode"
+)
+
+func TestCodeLanguage(t *testing.T) {
+	t.Parallel()
+	for name, want := range map[string]string{
+		"store.go": "go", "store/store.go": "go", `C:\src\app.PY`: "python", "index.d.ts": "typescript",
+		"https://github.com/x/y/blob/main/lib.rs?plain=1#L10": "rust", "Dockerfile": "dockerfile",
+		"deploy/Makefile": "makefile", "compose.yaml": "yaml", "go.mod": "go",
+		"README.md": "", "notes.txt": "", "LICENSE": "", "": "", ".go": "", "https://example.com/": "",
+	} {
+		if got := CodeLanguage(name); got != want {
+			t.Errorf("CodeLanguage(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+// checkCode holds what every chunk of a code document keeps: its text is
+// its source slice between the fence lines, within the size, with no
+// heading path; the slice starts a line (its indentation kept) or
+// continues a line cut between words; every non-blank byte is in a chunk.
+func checkCode(t *testing.T, src string, cfg Config, cs []Chunk) {
+	t.Helper()
+	cfg = cfg.WithDefaults()
+	fence := codeFence(src)
+	covered := make([]bool, len(src))
+	for i, c := range cs {
+		if want := fence + cfg.Code + "\n" + src[c.Start:c.End] + "\n" + fence; c.Text != want {
+			t.Fatalf("chunk %d is %q, want its source between fences %q", i, c.Text, want)
+		}
+		if c.Tokens != Tokens(c.Text) || c.Tokens > cfg.MaxTokens || len(c.Headings) != 0 || c.Index != i {
+			t.Errorf("chunk %d: %d tokens (max %d), headings %q, index %d", i, c.Tokens, cfg.MaxTokens, c.Headings, c.Index)
+		}
+		if ls := strings.LastIndexByte(src[:c.Start], '\n') + 1; c.Start > ls && strings.Trim(src[ls:c.Start], " \t") == "" {
+			t.Errorf("chunk %d starts after its line's indentation: %q", i, c.Text)
+		}
+		if i > 0 && (c.Start <= cs[i-1].Start || c.Start < cs[i-1].End && Tokens(src[c.Start:cs[i-1].End]) > cfg.Overlap) {
+			t.Errorf("chunk %d [%d,%d) after [%d,%d): not moving on, or overlapping over %d tokens", i, c.Start, c.End, cs[i-1].Start, cs[i-1].End, cfg.Overlap)
+		}
+		for j := c.Start; j < c.End; j++ {
+			covered[j] = true
+		}
+	}
+	for j, r := range src {
+		if !covered[j] && !unicode.IsSpace(r) && r != '\ufeff' {
+			t.Fatalf("byte %d (%q) is in no chunk", j, r)
+		}
+	}
+}
+
+// TestSplitCode: a source code document is cut between lines (a line
+// longer than a chunk between words), fenced with its language, its
+// lines indented as written; a "# comment" is no heading and a line of
+// backticks in it gets a fence of tildes, so that nothing in it closes the
+// chunk's fence.
+func TestSplitCode(t *testing.T) {
+	t.Parallel()
+	store, err := os.ReadFile("../store/store.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	py := "\ufeff# Settings.\n\nimport os\n\n\nclass Config:\n    # the port\n    port = int(os.environ.get('PORT', '8080'))\n\n    def url(self):\n        return f\"http://localhost:{self.port}/\"  # no TLS\n" +
+		"\nDOC = \"\"\"\n```\nnot a fence\n```\n\"\"\"\n" + strings.Repeat("x = 1 + 2 + 3 + 4 + 5 + 6 + 7 + 8 + 9 + 10 + 11 + 12 + 13 + 14 ", 8) + "\n"
+	for _, tt := range []struct {
+		src, lang string
+	}{{string(store), "go"}, {py, "python"}} {
+		for _, cfg := range []Config{{Code: tt.lang}, {Code: tt.lang, MaxTokens: 16, Overlap: -1}, {Code: tt.lang, MaxTokens: 64, Overlap: 32}, {Code: tt.lang, MaxTokens: 1000}} {
+			cs, err := Split(tt.src, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cs) == 0 {
+				t.Fatalf("%s %+v: no chunk", tt.lang, cfg)
+			}
+			checkCode(t, tt.src, cfg, cs)
+		}
+	}
+	cs, err := Split(py, Config{Code: "python", MaxTokens: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 1 || !strings.HasPrefix(cs[0].Text, "~~~python\n# Settings.\n") || !strings.Contains(cs[0].Text, "\n    # the port\n") {
+		t.Errorf("a Python file in one chunk: %q", texts(cs))
+	}
+	if _, err := Split("x", Config{Code: "go lang"}); err == nil || !strings.Contains(err.Error(), `code language "go lang"`) {
+		t.Errorf("a code language with a space: %v", err)
+	}
+}
