@@ -34,7 +34,10 @@
 // a code block closes its fence, so that each piece reads as code or as
 // a table; the slice is
 // then inside the text. Such a section's chunks are packed smaller by what
-// they repeat, so no chunk exceeds Config.MaxTokens.
+// they repeat, so no chunk exceeds Config.MaxTokens. A source code
+// document (Config.Code) has no headings or blocks of Markdown: it is cut
+// between lines, each chunk's slice between fence lines naming its
+// language.
 package chunker
 
 import (
@@ -118,7 +121,8 @@ type Chunk struct {
 	// empty before the first heading.
 	Headings []string
 	// Start and End are the chunk's byte offsets in the source: Text is
-	// source[Start:End].
+	// source[Start:End], or holds it between the lines a continued block
+	// repeats, or a code document's fence lines (Config.Code).
 	Start, End int
 	Text       string
 	// Tokens is Tokens(Text).
