@@ -62,6 +62,9 @@ type crashingServer struct {
 	bodies    []string     // of the requests answered, under mu
 	cut       atomic.Int64 // other requests in flight at a crash
 	inFlight  atomic.Int64
+	// beforeCrash, when set, runs on a crashing request before the
+	// server goes down with it: what happens while it is in flight.
+	beforeCrash func()
 }
 
 func newCrashingServer(t testing.TB, poison string, downFor time.Duration) *crashingServer {
@@ -97,6 +100,9 @@ func (s *crashingServer) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	if bytes.Contains(body, s.poison) {
 		if n := s.poisonSent.Add(1); s.crashLimit == 0 || n <= s.crashLimit {
+			if s.beforeCrash != nil {
+				s.beforeCrash()
+			}
 			s.crash(w)
 			return
 		}

@@ -317,19 +317,45 @@ func (e *extractWorker) extractEach(ctx context.Context, job *river.Job[ExtractA
 }
 
 // requeue gives turns of job, which ends without them (a crash failed it
-// for another turn), a job of their own. On failure they are left pending
-// to the reconciler, which gives them one within a minute.
+// for another turn), a job of their own: those still there and not
+// processed, locked in the transaction that inserts it. A forget of the
+// user committed during the job's run deleted them, and one under way
+// waits for them and then deletes the job in its second pass over her
+// jobs; before, a job named the forgotten user's event ids after her
+// forget (TestCrashRequeueAfterAForgetGivesNoJobs). On failure they are
+// left pending to the reconciler, which gives them one within a minute.
 func (e *extractWorker) requeue(ctx context.Context, job *rivertype.JobRow, turns []store.Turn) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCancelTimeout)
 	defer cancel()
+	// The job's user; none for a legacy job of several users' turns,
+	// whose lock by event id alone is narrowed to them by key below.
+	user := turns[0].UserID
+	for _, t := range turns {
+		if t.UserID != user {
+			user = ""
+		}
+	}
 	err := e.w.cfg.Store.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
+		// Locked first, in (turn_at, event_id) order as a forget, a
+		// claim and a save lock them; the hand-over below then waits
+		// for none.
+		locked, err := q.LockUnprocessedTurns(ctx, user, unprocessed(turns))
+		if err != nil {
+			return err
+		}
+		left := slices.DeleteFunc(slices.Clone(turns), func(t store.Turn) bool {
+			return !slices.ContainsFunc(locked, func(l store.Turn) bool { return l.Key() == t.Key() })
+		})
+		if len(left) == 0 {
+			return nil
+		}
 		// The job's claim on them ends first (a burst's, or
 		// extractClaimed's: a job that claims names its one user), or
 		// the new job would find them held.
-		if _, err := q.HandOverClaims(ctx, job.ID, turns[0].UserID, unprocessed(turns)); err != nil {
+		if _, err := q.HandOverClaims(ctx, job.ID, left[0].UserID, unprocessed(left)); err != nil {
 			return err
 		}
-		return e.w.enq.enqueueTurns(ctx, tx, turns, len(turns), sourceReconcile, nil)
+		return e.w.enq.enqueueTurns(ctx, tx, left, len(left), sourceReconcile, nil)
 	})
 	if err != nil {
 		e.w.logger.Warn("cannot requeue the turns of a job failed for another turn's crash; the reconciler will", "job_id", job.ID, "turns", len(turns), "error", err)
