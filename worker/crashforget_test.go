@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -16,19 +17,45 @@ import (
 
 // TestCrashRequeueAfterAForgetGivesNoJobs: a job of several turns whose
 // last attempt the model server's crash ends gives the turns it left
-// unsent a job of their own (requeue); when the user was forgotten while
-// the crashing request was in flight, those turns are gone and get none.
-// Before, the requeue inserted a job naming the forgotten user's event
-// ids after her forget.
+// unsent a job of their own (requeue); when the user is forgotten while
+// the crashing request is in flight, those turns are gone and get none:
+// the forget committed before the requeue (committed), or it had deleted
+// her turns and made its second pass over her jobs and not committed yet
+// (under way: the requeue waits for the turns it holds). Before, the
+// requeue inserted a job naming the forgotten user's event ids after her
+// forget in both.
 func TestCrashRequeueAfterAForgetGivesNoJobs(t *testing.T) {
+	t.Run("committed", func(t *testing.T) { crashRequeueBesideAForget(t, false) })
+	t.Run("under way", func(t *testing.T) { crashRequeueBesideAForget(t, true) })
+}
+
+// crashRequeueBesideAForget is TestCrashRequeueAfterAForgetGivesNoJobs,
+// the forget held past its second pass over the jobs (at its delete of
+// the user's usage) until the requeue has either inserted its job or
+// waits for it, with underWay.
+func crashRequeueBesideAForget(t *testing.T, underWay bool) {
 	e := setup(t)
 	const marker = "ZZ-CRASH-THE-RUNNER-ZZ"
 	srv := newCrashingServer(t, marker, 200*time.Millisecond)
+	var hold *blocker
+	if underWay {
+		e.exec(`INSERT INTO llm_usage (user_id, model, prompt_tokens, completion_tokens, extractions) VALUES ('u', 'fake', 1, 1, 1)`)
+		hold = e.block(`SELECT FROM llm_usage WHERE user_id = 'u' FOR UPDATE`)
+	}
 	forgot := make(chan error, 1)
+	forgetting := make(chan int, 1) // the forget's backend, held
 	srv.beforeCrash = func() {
-		// Forgotten, committed, while the poison request is in flight.
-		_, _, err := e.store.ForgetUser(e.ctx, "u", events.UserToken("u"), store.StreamPosition{Seq: 1000}, worker.ExtractJobs)
-		forgot <- err
+		if !underWay {
+			// Forgotten, committed, while the poison request is in flight.
+			_, _, err := e.store.ForgetUser(e.ctx, "u", events.UserToken("u"), store.StreamPosition{Seq: 1000}, worker.ExtractJobs)
+			forgot <- err
+			return
+		}
+		go func() {
+			_, _, err := e.store.ForgetUser(e.ctx, "u", events.UserToken("u"), store.StreamPosition{Seq: 1000}, worker.ExtractJobs)
+			forgot <- err
+		}()
+		forgetting <- e.waitBlocked("the forget to wait at its delete of the user's usage", hold.pid)
 	}
 	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
 	if err != nil {
@@ -52,13 +79,32 @@ func TestCrashRequeueAfterAForgetGivesNoJobs(t *testing.T) {
 	// One attempt: the first crash ends the job, and r2, unsent, is
 	// requeued.
 	stop := e.start(llm, func(c *worker.Config) { c.MaxAttempts = 1 })
+	if underWay {
+		var forget int
+		select {
+		case forget = <-forgetting:
+		case <-time.After(time.Minute):
+			t.Fatal("the poison request was not sent within a minute")
+		}
+		// The requeue inserted its job, or waits for the turns the
+		// forget holds; then the forget goes on.
+		e.waitFor("the requeue's job inserted, or its wait for the forget", func() (bool, string) {
+			var jobs, waiting int
+			err := e.watcher().QueryRow(e.ctx, `SELECT (SELECT count(*) FROM river_job WHERE kind = $1 AND args->>'user_id' = 'u'),
+				(SELECT count(*) FROM pg_stat_activity WHERE $2::int = ANY(pg_blocking_pids(pid)))`, worker.ExtractJobKind, forget).Scan(&jobs, &waiting)
+			return err == nil && (jobs > 0 || waiting > 0), fmt.Sprint(jobs, " jobs, ", waiting, " waiting, ", err)
+		})
+		if err := hold.tx.Rollback(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	select {
 	case err := <-forgot:
 		if err != nil {
 			t.Fatalf("forget: %v", err)
 		}
 	case <-time.After(time.Minute):
-		t.Fatal("the poison request was not sent within a minute")
+		t.Fatal("the forget did not end within a minute")
 	}
 	stop() // the job's run, its requeue included, has ended
 	if n, a := srv.poisonSent.Load(), srv.answered.Load(); n != 1 || a != 1 {
