@@ -99,13 +99,46 @@ type usageBacklog struct {
 // oldest.
 const maxUsageBacklog = 50_000
 
-// take empties the backlog and returns what it held.
-func (b *usageBacklog) take() []usageCall {
+// maxUsageDrain bounds the backlog's calls one flush stores, the oldest
+// first (each its own transaction, some 2 ms here: 50,000 took about
+// 100 s): the rest wait for the next flush, so that the job whose flush
+// meets the database back is not held for minutes by other jobs' calls.
+const maxUsageDrain = 500
+
+// take removes and returns the backlog's oldest calls, at most n.
+func (b *usageBacklog) take(n int) []usageCall {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	calls := b.calls
-	b.calls = nil
+	n = min(n, len(b.calls))
+	calls := slices.Clone(b.calls[:n])
+	b.calls = slices.Delete(b.calls, 0, n)
+	if len(b.calls) == 0 {
+		b.calls = nil
+	}
 	return calls
+}
+
+// len returns how many calls the backlog holds.
+func (b *usageBacklog) len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.calls)
+}
+
+// drainUsage stores the backlog's calls, maxUsageDrain a flush, until it
+// is empty, a flush stores none (the database still out of reach) or ctx
+// is done; it returns how many calls are left unrecorded.
+func (w *Worker) drainUsage(ctx context.Context) (left int) {
+	for {
+		before := w.usageBacklog.len()
+		if before == 0 || ctx.Err() != nil {
+			return before
+		}
+		w.addCalls(ctx, nil)
+		if w.usageBacklog.len() >= before {
+			return w.usageBacklog.len()
+		}
+	}
 }
 
 // put adds calls, dropping the oldest past the bound; it returns how many
@@ -121,14 +154,15 @@ func (b *usageBacklog) put(calls []usageCall) (dropped int) {
 	return 0
 }
 
-// addCalls stores the backlog's calls, then calls, as flushUsage says,
-// and returns the turns of calls whose tokens it dropped.
+// addCalls stores the backlog's oldest calls (at most maxUsageDrain),
+// then calls, as flushUsage says, and returns the turns of calls whose
+// tokens it dropped.
 func (w *Worker) addCalls(ctx context.Context, calls []usageCall) (unstored map[store.TurnKey]bool) {
 	type loss struct {
 		calls int
 		err   error
 	}
-	kept := w.usageBacklog.take()
+	kept := w.usageBacklog.take(maxUsageDrain)
 	own := len(kept) // calls[i] is all[own+i]
 	all := append(kept, calls...)
 	var lost map[string]*loss // by user, in the order met

@@ -1,13 +1,16 @@
 package worker
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/memoryd/memoryd/store"
 )
 
-// TestUsageBacklogBound: the backlog gives back what it holds once, and
-// drops the oldest calls past maxUsageBacklog, saying how many.
+// TestUsageBacklogBound: the backlog gives back its oldest calls once, as
+// many as asked, and drops the oldest calls past maxUsageBacklog, saying
+// how many.
 func TestUsageBacklogBound(t *testing.T) {
 	var b usageBacklog
 	call := func(i int) usageCall { return usageCall{used: store.TokenUsage{PromptTokens: int64(i)}} }
@@ -21,11 +24,52 @@ func TestUsageBacklogBound(t *testing.T) {
 	if dropped := b.put([]usageCall{call(maxUsageBacklog - 1), call(maxUsageBacklog), call(maxUsageBacklog + 1)}); dropped != 2 {
 		t.Fatalf("dropped %d, want the 2 oldest", dropped)
 	}
-	held := b.take()
-	if len(held) != maxUsageBacklog || held[0].used.PromptTokens != 2 || held[len(held)-1].used.PromptTokens != maxUsageBacklog+1 {
-		t.Fatalf("held %d calls, %d to %d; want %d, 2 to %d", len(held), held[0].used.PromptTokens, held[len(held)-1].used.PromptTokens, maxUsageBacklog, maxUsageBacklog+1)
+	if first := b.take(3); len(first) != 3 || first[0].used.PromptTokens != 2 || first[2].used.PromptTokens != 4 {
+		t.Fatalf("took %v, want the 3 oldest, 2 to 4", first)
 	}
-	if again := b.take(); len(again) != 0 {
-		t.Fatalf("taken again: %d calls, want none", len(again))
+	held := b.take(maxUsageBacklog)
+	if len(held) != maxUsageBacklog-3 || held[0].used.PromptTokens != 5 || held[len(held)-1].used.PromptTokens != maxUsageBacklog+1 {
+		t.Fatalf("held %d calls, %d to %d; want %d, 5 to %d", len(held), held[0].used.PromptTokens, held[len(held)-1].used.PromptTokens, maxUsageBacklog-3, maxUsageBacklog+1)
+	}
+	if again := b.take(maxUsageBacklog); len(again) != 0 || b.len() != 0 {
+		t.Fatalf("taken again: %d calls, %d held; want none", len(again), b.len())
+	}
+}
+
+// TestUsageBacklogDrainsAFlushAtATime: a flush stores at most
+// maxUsageDrain of the backlog's calls beside its own (a job meeting the
+// database back after a long outage is not held for minutes by other
+// jobs' calls, each its own transaction), and Stop stores the rest.
+func TestUsageBacklogDrainsAFlushAtATime(t *testing.T) {
+	_, w := haltSetup(t)
+	ctx := context.Background()
+	day := time.Now().UTC()
+	backlog := maxUsageDrain + 7
+	calls := make([]usageCall, backlog)
+	for i := range calls {
+		calls[i] = usageCall{turn: store.TurnKey{UserID: "alice", EventID: "e"}, model: "m", day: day, used: store.TokenUsage{PromptTokens: 1}}
+	}
+	w.usageBacklog.put(calls)
+	own := usageCall{turn: store.TurnKey{UserID: "bob", EventID: "b"}, model: "m", day: day, used: store.TokenUsage{PromptTokens: 1}}
+	if unstored := w.addCalls(ctx, []usageCall{own}); len(unstored) != 0 {
+		t.Fatalf("the flush's own call unstored: %v", unstored)
+	}
+	spent := func(user string) int64 {
+		t.Helper()
+		sp, err := w.cfg.Store.SpendOn(ctx, day, user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sp.User
+	}
+	if a, b, left := spent("alice"), spent("bob"), w.usageBacklog.len(); a != maxUsageDrain || b != 1 || left != backlog-maxUsageDrain {
+		t.Fatalf("after one flush: alice %d tokens, bob %d, %d calls left; want %d, 1, %d", a, b, left, maxUsageDrain, backlog-maxUsageDrain)
+	}
+	w.usageBacklog.put(calls)
+	if left := w.drainUsage(ctx); left != 0 {
+		t.Fatalf("drain left %d calls, want none", left)
+	}
+	if a := spent("alice"); a != 2*int64(backlog) {
+		t.Fatalf("after the drain: alice %d tokens, want %d", a, 2*backlog)
 	}
 }

@@ -1361,13 +1361,17 @@ func (w *Worker) Stop(ctx context.Context) error {
 		// process's lease has lapsed (which cancels them), not at once.
 		w.abandonLiveness()
 		w.stopFollowing(ctx)
+		if n := w.usageBacklog.len(); n > 0 {
+			// Jobs may still add to it; what is there now is lost with
+			// the process all the same.
+			w.logger.Error("token usage of model calls not recorded: the worker stopped before the database took them", "calls", n)
+		}
 		return fmt.Errorf("worker: stop river: %w", err)
 	}
-	// No job runs now: the last flush of the calls the database was out
-	// for (each bounded: see addCalls).
-	w.addCalls(ctx, nil)
-	if n := len(w.usageBacklog.take()); n > 0 {
-		w.logger.Error("token usage of model calls not recorded: the database was out of reach until the worker stopped", "calls", n)
+	// No job runs now: the last flushes of the calls the database was out
+	// for, within Stop's deadline (each call bounded: see addCalls).
+	if n := w.drainUsage(ctx); n > 0 {
+		w.logger.Error("token usage of model calls not recorded: the worker stopped before the database took them", "calls", n)
 	}
 	w.stopLiveness(ctx)
 	w.stopFollowing(ctx)
