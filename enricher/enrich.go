@@ -103,7 +103,9 @@ func (s *Service) enrichHandler(ep endpoint) micro.Handler {
 				s.working.EnrichWorking(true)
 				defer s.working.EnrichWorking(false)
 			}
-			ctx, cancel := context.WithDeadline(spanCtx, deadline)
+			// ForRequest: a connection opened for this request is not
+			// warmed first (store.Config.WarmStatements).
+			ctx, cancel := context.WithDeadline(store.ForRequest(spanCtx), deadline)
 			defer cancel()
 			// The guard answers at the deadline even if the store call does
 			// not return; it shares the context's timer.
