@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"unicode"
 )
 
 // codeExtensions maps a file name's extension (lower case, without its
@@ -53,11 +54,15 @@ func CodeLanguage(name string) string {
 // codeFence is the fence of a code document's chunks: three backticks,
 // or tildes where the source has a line opening with three backticks,
 // one longer than any such run in the source, so that no line of the
-// source closes it.
+// source closes it. A line is read as a Markdown reader and enrich's
+// injection read it: a lone "\r" ends one too (CommonMark), and the
+// white space and control characters before a run (a no-break space,
+// "\v") do not hide it, since the injection drops them (a Python
+// docstring's "\u00a0```" closed the injected chunk's fence).
 func codeFence(src string) string {
 	var longest [2]int // of backticks, of tildes, opening a line
-	for line := range strings.Lines(src) {
-		t := strings.TrimLeft(line, " \t")
+	for _, line := range strings.FieldsFunc(src, func(r rune) bool { return r == '\n' || r == '\r' }) {
+		t := strings.TrimLeftFunc(line, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
 		for k, c := range "`~" {
 			n := len(t) - len(strings.TrimLeft(t, string(c)))
 			longest[k] = max(longest[k], n)

@@ -92,3 +92,34 @@ func TestSplitCode(t *testing.T) {
 		t.Errorf("a code language with a space: %v", err)
 	}
 }
+
+// TestCodeFenceIsClosedByNoLineOfTheCode: no line of a code document
+// closes its chunks' fence, read as a Markdown reader reads the chunk
+// (a lone "\r" ends a line, CommonMark) or as enrich injects it (a
+// line's leading white space and control characters go, see
+// enricher.neutralize: a no-break space or a "\v" before a run of
+// backticks leaves the run at the line's start). Before, the fence
+// was chosen by the runs after spaces and tabs on "\n" lines only: a
+// Python docstring with "\u00a0```" closed the injected chunk's fence
+// there, its next lines read as prose and the chunk's own closing fence
+// opened one the rest of the injection was read in.
+func TestCodeFenceIsClosedByNoLineOfTheCode(t *testing.T) {
+	t.Parallel()
+	for _, line := range []string{"\u00a0```", "\v```", "\f~~~", "\u3000\t```", "x = 1\r```", "\u2028```", "\x1c````"} {
+		src := "DOC = \"\"\"\n" + line + "\nnot code: [x]\n\"\"\"\n"
+		cs, err := Split(src, Config{Code: "python"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cs) != 1 {
+			t.Fatalf("%q: %d chunks", line, len(cs))
+		}
+		lines := strings.FieldsFunc(cs[0].Text, func(r rune) bool { return r == '\n' || r == '\r' })
+		fence := strings.TrimSuffix(lines[0], "python")
+		for _, l := range lines[1 : len(lines)-1] {
+			if l = strings.TrimLeftFunc(l, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }); strings.HasPrefix(l, fence) {
+				t.Errorf("%q: the line %q closes the fence %q of %q", line, l, fence, cs[0].Text)
+			}
+		}
+	}
+}
