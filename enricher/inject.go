@@ -2,6 +2,7 @@ package enricher
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -389,17 +390,24 @@ func neutralizeLinesKeeping(s string, brackets bool) string {
 // its brackets made parentheses as the text outside the code does. A
 // fence at any indentation counts, not only CommonMark's three spaces at
 // the margin: the chunker reads a fence under a list item (indented four
-// or more) as code, and at worst a literal fence in indented code leaves
-// some prose as written, which forges nothing either.
+// or more) as code, and at worst literal fences in indented code leave
+// the prose between them as written, which forges nothing either.
+//
+// A fence counts only when the chunk closes it. A line opening one it
+// does not close (a document ending inside a code block, a list item's
+// fence ended by a line left of the item's text, a fence line in
+// indented code) is prose, its run's first backtick or tilde escaped
+// ("\```sh") so that no reader opens a fence there: left open, the
+// fence held the entry's source or mark line and the entries after it.
 func escapeChunk(s, special string) string {
-	// One line: its source or mark follows it on the line, where an
-	// unescaped backslash would take the separator.
-	if !strings.Contains(s, "\n") || !strings.Contains(s, "```") && !strings.Contains(s, "~~~") {
+	if !strings.Contains(s, "```") && !strings.Contains(s, "~~~") {
 		return escape(parenthesized(s), special)
 	}
+	lines := strings.Split(s, "\n")
+	closed := fencesClosed(lines)
 	var b strings.Builder
 	fence, open := "", 0 // open: the opening fence's indentation
-	for i, line := range strings.Split(s, "\n") {
+	for i, line := range lines {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
@@ -408,12 +416,16 @@ func escapeChunk(s, special string) string {
 		inFence := fence != ""
 		switch {
 		case fence != "":
-			if indent <= open+3 && strings.HasPrefix(trimmed, fence) && strings.TrimRight(strings.Trim(trimmed, fence[:1]), " ") == "" {
+			if closesFence(trimmed, indent, fence, open) {
 				fence = ""
 			}
-		case strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~"):
-			c := trimmed[:1]
-			fence, open, inFence = strings.Repeat(c, len(trimmed)-len(strings.TrimLeft(trimmed, c))), indent, true
+		case fenceRun(trimmed) > 0 && !closed[i]:
+			// One line (its source or mark follows it on the line) or
+			// a fence never closed: prose, the fence escaped.
+			b.WriteString(line[:indent] + `\` + escape(parenthesized(trimmed), special))
+			continue
+		case fenceRun(trimmed) > 0:
+			fence, open, inFence = trimmed[:fenceRun(trimmed)], indent, true
 		}
 		switch {
 		case !inFence:
@@ -425,6 +437,57 @@ func escapeChunk(s, special string) string {
 		}
 	}
 	return b.String()
+}
+
+// fenceRun is the length of the run of backticks or tildes opening
+// trimmed (a line after its indentation) when it is three or more, a
+// fence's, else 0.
+func fenceRun(trimmed string) int {
+	if !strings.HasPrefix(trimmed, "```") && !strings.HasPrefix(trimmed, "~~~") {
+		return 0
+	}
+	return len(trimmed) - len(strings.TrimLeft(trimmed, trimmed[:1]))
+}
+
+// closesFence reports whether a line, trimmed after its indent spaces,
+// closes fence opened at indentation open: a run as long or longer of
+// its character, indented at most three spaces more, then spaces only.
+func closesFence(trimmed string, indent int, fence string, open int) bool {
+	return indent <= open+3 && strings.HasPrefix(trimmed, fence) && strings.TrimRight(strings.Trim(trimmed, fence[:1]), " ") == ""
+}
+
+// fencesClosed says of each of lines whether a fence it opens is closed
+// by a line after it (closesFence), in one scan from the end: for each
+// fence character and run length, the least indentation of the later
+// lines of a run at least that long that close a fence. A fence a
+// chunk never closes would be found by reading on to its end again for
+// each such line, quadratic in a chunk of thousands of them.
+func fencesClosed(lines []string) []bool {
+	closed := make([]bool, len(lines))
+	var least [2][]int // by character (backtick, tilde), by run length
+	for i := len(lines) - 1; i >= 0; i-- {
+		trimmed := strings.TrimLeft(lines[i], " ")
+		run := fenceRun(trimmed)
+		if run == 0 {
+			continue
+		}
+		indent := len(lines[i]) - len(trimmed)
+		k := 0
+		if trimmed[0] == '~' {
+			k = 1
+		}
+		closed[i] = run < len(least[k]) && least[k][run] <= indent+3
+		if strings.TrimRight(strings.Trim(trimmed, trimmed[:1]), " ") != "" {
+			continue // has an info string: closes nothing (closesFence)
+		}
+		for len(least[k]) <= run {
+			least[k] = append(least[k], math.MaxInt)
+		}
+		for n := 3; n <= run; n++ {
+			least[k][n] = min(least[k][n], indent)
+		}
+	}
+	return closed
 }
 
 // citationMark opens a line with a citation's number, "[3]".
