@@ -387,7 +387,8 @@ func neutralizeLinesKeeping(s string, brackets bool) string {
 // starts an entry, a section or a heading, and a line that would read as
 // an entry's last line, opening "(source:" or a citation mark "[n]"
 // (where a reader, and extractor.StripMarkers, end a chunk's lines), has
-// its brackets made parentheses as the text outside the code does. A
+// its brackets made parentheses as the text outside the code does, and
+// so has an inline block's opening bracket (closeMemoryBlocks). A
 // fence at any indentation counts, not only CommonMark's three spaces at
 // the margin: the chunker reads a fence under a list item (indented four
 // or more) as code, and at worst literal fences in indented code leave
@@ -436,7 +437,27 @@ func escapeChunk(s, special string) string {
 			b.WriteString(line)
 		}
 	}
-	return b.String()
+	return closeMemoryBlocks(b.String())
+}
+
+// memoryBlock opens an inline injection's block, "[facts:" or
+// "[context:", as extractor.StripMarkers finds one (any case, white
+// space, line breaks too, around the word).
+var memoryBlock = regexp.MustCompile(`(?i)\[\s*(?:` + regexp.QuoteMeta(strings.Trim(events.FactsMarker, "[:")) + `|` +
+	regexp.QuoteMeta(strings.Trim(events.ContextMarker, "[:")) + `)\s*:`)
+
+// closeMemoryBlocks is s, a chunk's text as escapeChunk writes it, with
+// the square bracket of each "[facts:" or "[context:" in its fenced code
+// (the text outside has none) made a parenthesis: no stored text opens
+// one, in any format. A frontend echoing an injection with its
+// indentation dropped, a document's line reading as an injection's
+// opening before it, had StripMarkers remove the message from there to
+// the end, the user's own words with it.
+func closeMemoryBlocks(s string) string {
+	if !strings.Contains(s, "[") {
+		return s
+	}
+	return memoryBlock.ReplaceAllStringFunc(s, func(m string) string { return "(" + m[1:] })
 }
 
 // fenceRun is the length of the run of backticks or tildes opening
