@@ -9,7 +9,9 @@ import (
 
 // codeExtensions maps a file name's extension (lower case, without its
 // dot) to the language of its source code, a fence's info string as
-// GitHub and most Markdown renderers name it.
+// GitHub and most Markdown renderers name it. docs/protocol.md's docs.put
+// lists them and codeNames, which clients read (held by
+// TestProtocolDocListsEveryCodeName).
 var codeExtensions = map[string]string{
 	"go": "go", "py": "python", "pyi": "python", "ts": "typescript", "mts": "typescript", "cts": "typescript",
 	"tsx": "tsx", "js": "javascript", "mjs": "javascript", "cjs": "javascript", "jsx": "jsx",

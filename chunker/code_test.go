@@ -123,3 +123,48 @@ func TestCodeFenceIsClosedByNoLineOfTheCode(t *testing.T) {
 		}
 	}
 }
+
+// TestProtocolDocListsEveryCodeName: docs/protocol.md's docs.put lists
+// every extension and file name CodeLanguage reads as code, under the
+// language its chunks' fences name, and nothing else: a client (Node, C)
+// knows from it alone how a document it names is chunked and fenced.
+// Before, it named 23 extensions "and others: chunker.CodeLanguage lists
+// them", a Go map a client cannot read.
+func TestProtocolDocListsEveryCodeName(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../docs/protocol.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lead = "The extensions and names, by the language their fences name: "
+	_, list, ok := strings.Cut(strings.ReplaceAll(string(b), "\n", " "), lead)
+	if !ok {
+		t.Fatalf("docs/protocol.md has no %q", lead)
+	}
+	list, _, _ = strings.Cut(list, ".  ") // up to the sentence's end
+	list, _, _ = strings.Cut(list, ". ")
+	documented := map[string]string{}
+	for _, entry := range strings.Split(list, "; ") {
+		f := strings.Fields(entry)
+		for _, name := range f[1:] {
+			documented[strings.ToLower(strings.Trim(name, "`"))] = strings.Trim(f[0], "`")
+		}
+	}
+	known := map[string]string{}
+	for ext, lang := range codeExtensions {
+		known["."+ext] = lang
+	}
+	for name, lang := range codeNames {
+		known[name] = lang
+	}
+	for name, lang := range known {
+		if documented[name] != lang {
+			t.Errorf("%s (%s) is documented as %q", name, lang, documented[name])
+		}
+	}
+	for name, lang := range documented {
+		if _, ok := known[name]; !ok {
+			t.Errorf("%s (%s) is documented but is not code", name, lang)
+		}
+	}
+}
