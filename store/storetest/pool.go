@@ -137,6 +137,7 @@ func pooled(t testing.TB) (*claimed, bool) {
 	defer conn.Release()
 	if c, ok := claim(ctx, conn, poolSetup.fp); ok {
 		t.Cleanup(func() { giveBack(t, c) })
+		noteRoutines(ctx, conn, c.name)
 		return c, true
 	}
 	c := &claimed{name: usePrefix + strconv.Itoa(os.Getpid()) + "_" + randomHex(5)}
@@ -147,6 +148,7 @@ func pooled(t testing.TB) (*claimed, bool) {
 	if err := migrate(ctx, schemaURL(c.name)); err != nil {
 		t.Fatalf("storetest: migrate: %v", err)
 	}
+	noteRoutines(ctx, conn, c.name)
 	// What the migrations made is what it must hold when given back.
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM `+ddlLogTable+` WHERE schema_name = $1`, c.name); err != nil {
@@ -261,26 +263,43 @@ func fingerprint() string {
 // ddlLogSQL installs the DDL log: a table and two event triggers, whose
 // functions never fail a command (a logging error is swallowed; the
 // schema's check then finds no log and the table missing, and drops it).
+// Each row names the command and the kind of object it made or dropped,
+// columns added to the log of an earlier version: a schema whose test only
+// made or dropped functions and triggers is given back (routines.go). A
+// trigger, rule or policy is logged under its table's schema (Postgres
+// names none for them): a test's CREATE TRIGGER on a migration's function
+// went unseen before.
 const ddlLogSQL = `
 CREATE TABLE IF NOT EXISTS ` + ddlLogTable + ` (
 	id          bigserial   PRIMARY KEY,
 	schema_name text        NOT NULL,
 	at          timestamptz NOT NULL DEFAULT now());
+DO $$
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '` + ddlLogTable + `'::regclass AND attname = 'object_type' AND NOT attisdropped) THEN
+		ALTER TABLE ` + ddlLogTable + ` ADD COLUMN IF NOT EXISTS command_tag text, ADD COLUMN IF NOT EXISTS object_type text;
+	END IF;
+END $$;
 CREATE OR REPLACE FUNCTION public.storetest_ddl_end() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
 BEGIN
-	INSERT INTO ` + ddlLogTable + ` (schema_name)
-	SELECT DISTINCT coalesce(schema_name, CASE WHEN object_type = 'schema' THEN object_identity END, '*')
-	FROM pg_event_trigger_ddl_commands()
-	WHERE coalesce(schema_name, CASE WHEN object_type = 'schema' THEN object_identity END, '*') LIKE 'pu\_%'
-	   OR (schema_name IS NULL AND object_identity IS NULL);
+	INSERT INTO ` + ddlLogTable + ` (schema_name, command_tag, object_type)
+	SELECT DISTINCT s, command_tag, object_type FROM (
+		SELECT coalesce(d.schema_name, CASE WHEN d.object_type = 'schema' THEN d.object_identity END,
+			(SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = CASE d.classid
+				WHEN 'pg_trigger'::regclass THEN (SELECT tgrelid FROM pg_trigger WHERE oid = d.objid)
+				WHEN 'pg_rewrite'::regclass THEN (SELECT ev_class FROM pg_rewrite WHERE oid = d.objid)
+				WHEN 'pg_policy'::regclass THEN (SELECT polrelid FROM pg_policy WHERE oid = d.objid) END),
+			'*') AS s, d.command_tag, d.object_type, d.schema_name IS NULL AND d.object_identity IS NULL AS nameless
+		FROM pg_event_trigger_ddl_commands() d) x
+	WHERE s LIKE 'pu\_%' OR nameless;
 EXCEPTION WHEN OTHERS THEN NULL;
 END $$;
 CREATE OR REPLACE FUNCTION public.storetest_ddl_drop() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
 BEGIN
-	INSERT INTO ` + ddlLogTable + ` (schema_name)
-	SELECT DISTINCT schema_name FROM pg_event_trigger_dropped_objects() WHERE schema_name LIKE 'pu\_%';
+	INSERT INTO ` + ddlLogTable + ` (schema_name, command_tag, object_type)
+	SELECT DISTINCT schema_name, TG_TAG, object_type FROM pg_event_trigger_dropped_objects() WHERE schema_name LIKE 'pu\_%';
 EXCEPTION WHEN OTHERS THEN NULL;
 END $$;
 DO $$
@@ -725,14 +744,17 @@ func empty(ctx context.Context, conn adminDB, c *claimed) (idle, reason string, 
 		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '1min'"); err != nil {
 			return err
 		}
-		var dirty bool
+		var dirty, routinesOnly bool
 		var nIdle int
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+ddlLogTable+` WHERE schema_name = $1 OR (schema_name = '*' AND id > $2)),
-			(SELECT count(*) FROM pg_namespace WHERE nspname LIKE $3)`, c.name, c.mark, idlePrefix+poolSetup.fp+`\_%`).Scan(&dirty, &nIdle); err != nil {
+			NOT EXISTS (SELECT 1 FROM `+ddlLogTable+` WHERE (schema_name = $1 AND (command_tag IS NULL OR command_tag NOT IN `+routineTags+`
+				OR object_type IS NULL OR object_type NOT IN `+routineObjects+`)) OR (schema_name = '*' AND id > $2)),
+			(SELECT count(*) FROM pg_namespace WHERE nspname LIKE $3)`, c.name, c.mark, idlePrefix+poolSetup.fp+`\_%`).Scan(&dirty, &routinesOnly, &nIdle); err != nil {
 			return err
 		}
+		ref := migratedRoutines()
 		switch {
-		case dirty:
+		case dirty && (!routinesOnly || ref == nil):
 			reason = "its DDL changed"
 			return nil
 		case nIdle >= maxIdle:
@@ -747,6 +769,12 @@ func empty(ctx context.Context, conn adminDB, c *claimed) (idle, reason string, 
 		// schema, instead of writing into the next test's.
 		if _, err := tx.Exec(ctx, "ALTER SCHEMA "+pgx.Identifier{c.name}.Sanitize()+" RENAME TO "+pgx.Identifier{idle}.Sanitize()); err != nil {
 			return err
+		}
+		if dirty {
+			// Its test's own functions and triggers only (routines.go).
+			if err := undoRoutines(ctx, tx, idle, ref); err != nil {
+				return err
+			}
 		}
 		state, digests, err := contents(ctx, tx, idle, c.rows)
 		if err != nil {
@@ -816,6 +844,9 @@ func empty(ctx context.Context, conn adminDB, c *claimed) (idle, reason string, 
 		_, err = tx.Exec(ctx, `DELETE FROM `+ddlLogTable+` WHERE schema_name IN ($1, $2)`, c.name, idle)
 		return err
 	})
+	if errors.Is(err, errRoutinesChanged) {
+		return idle, "its DDL changed", nil
+	}
 	if err != nil || reason != "" {
 		return idle, reason, err
 	}
