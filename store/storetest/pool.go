@@ -432,8 +432,10 @@ func dropSchema(ctx context.Context, conn adminDB, name string) error {
 
 // claim renames an idle schema to an in-use name and notes what it holds.
 func claim(ctx context.Context, conn adminDB, fp string) (*claimed, bool) {
-	// The schemas this process parked a pool for first (warm.go).
-	rows, err := conn.Query(ctx, `SELECT nspname FROM pg_namespace WHERE nspname LIKE $1 ORDER BY nspname = ANY($2) DESC, random() LIMIT 4`, idlePrefix+fp+`\_%`, parkedNames())
+	// The schemas this process parked a pool for first (warm.go), then
+	// those it gave back (givenBack).
+	rows, err := conn.Query(ctx, `SELECT nspname FROM pg_namespace WHERE nspname LIKE $1
+		ORDER BY nspname = ANY($2) DESC, nspname = ANY($3) DESC, random() LIMIT 4`, idlePrefix+fp+`\_%`, parkedNames(), givenBackNames())
 	if err != nil {
 		return nil, false
 	}
@@ -468,11 +470,14 @@ func claim(ctx context.Context, conn adminDB, fp string) (*claimed, bool) {
 			c.warm = w
 		}
 		tables, _, err := relations(ctx, conn, c.name)
-		if err == nil {
+		if g := takeGivenBack(from); g != nil {
+			c.state, c.rows, c.stats = g.state, g.rows, g.stats
+		} else if err == nil {
+			claimRead(c.name)
 			c.state, c.rows, err = contents(ctx, conn, c.name, nil)
-		}
-		if err == nil {
-			c.stats, err = readPlanner(ctx, conn, c.name, tables)
+			if err == nil {
+				c.stats, err = readPlanner(ctx, conn, c.name, tables)
+			}
 		}
 		if err == nil {
 			// Again, now that the last sessions of its previous test have
@@ -713,6 +718,7 @@ func giveBack(t testing.TB, c *claimed) {
 	}
 	gaveBack(c.name, idle, reason)
 	if reason == "" {
+		noteGivenBack(idle, c)
 		if c.warm != nil && c.parked {
 			keep(idle, c.warm)
 		}
@@ -857,6 +863,64 @@ func empty(ctx context.Context, conn adminDB, c *claimed) (idle, reason string, 
 	}
 	return idle, "", nil
 }
+
+// givenBack is what the schemas this process gave back hold, as their
+// give-back found them after emptying them, by idle name: its next claim
+// here reads none of it again (the files of some 200 relations, the rows
+// of the tables holding any, the planner's figures). Nothing writes an
+// idle schema; and should something (an anti-wraparound VACUUM where
+// autovacuum is on), the give-back after that claim empties it back to
+// this, as migrated. A schema claimed by another process is given back
+// under another name; its entry goes with the oldest.
+var givenBack struct {
+	sync.Mutex
+	names []string // oldest first
+	m     map[string]*claimed
+}
+
+// maxGivenBack bounds givenBack: idle schemas beyond maxIdle are dropped.
+const maxGivenBack = 2 * maxIdle
+
+func noteGivenBack(idle string, c *claimed) {
+	givenBack.Lock()
+	defer givenBack.Unlock()
+	if givenBack.m == nil {
+		givenBack.m = map[string]*claimed{}
+	}
+	givenBack.m[idle] = &claimed{state: c.state, rows: c.rows, stats: c.stats}
+	givenBack.names = append(givenBack.names, idle)
+	if len(givenBack.names) > maxGivenBack {
+		delete(givenBack.m, givenBack.names[0])
+		givenBack.names = givenBack.names[1:]
+	}
+}
+
+func givenBackNames() []string {
+	givenBack.Lock()
+	defer givenBack.Unlock()
+	return append([]string(nil), givenBack.names...)
+}
+
+// takeGivenBack returns what idle holds if this process gave it back, once.
+func takeGivenBack(idle string) *claimed {
+	givenBack.Lock()
+	defer givenBack.Unlock()
+	g := givenBack.m[idle]
+	if g != nil {
+		delete(givenBack.m, idle)
+		for i, n := range givenBack.names {
+			if n == idle {
+				givenBack.names = append(givenBack.names[:i], givenBack.names[i+1:]...)
+				break
+			}
+		}
+	}
+	return g
+}
+
+// claimRead is told each schema whose files, rows and planner figures a
+// claim reads. Set by this package's tests.
+var claimRead = func(name string) {}
 
 // gaveBack is told each schema's end: its idle name, or why it was dropped
 // instead. Set by this package's tests.
