@@ -279,6 +279,10 @@ BEGIN
 	IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '` + ddlLogTable + `'::regclass AND attname = 'object_type' AND NOT attisdropped) THEN
 		ALTER TABLE ` + ddlLogTable + ` ADD COLUMN IF NOT EXISTS command_tag text, ADD COLUMN IF NOT EXISTS object_type text;
 	END IF;
+	-- Read and deleted from by schema at each claim and give-back.
+	IF to_regclass('public.storetest_ddl_schema') IS NULL THEN
+		CREATE INDEX IF NOT EXISTS storetest_ddl_schema ON ` + ddlLogTable + ` (schema_name, id);
+	END IF;
 END $$;
 CREATE OR REPLACE FUNCTION public.storetest_ddl_end() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$

@@ -41,8 +41,8 @@ var vacuumState struct {
 	last time.Time
 }
 
-// vacuumCatalogs runs a plain VACUUM of the catalogs when one holds
-// vacuumDeadRows dead rows, at most once every vacuumEvery per process and
+// vacuumCatalogs runs a plain VACUUM of the catalogs and the DDL log when
+// one holds vacuumDeadRows dead rows, at most once every vacuumEvery per process and
 // by one process of the database at a time (an advisory lock it does not
 // wait for), and reports whether it did. A plain VACUUM blocks no one.
 // Best effort for its callers: an error leaves it to the next give-back,
@@ -58,8 +58,9 @@ func vacuumCatalogs(ctx context.Context, conn adminDB) (bool, error) {
 		return false, nil
 	}
 	var dead int64
-	if err := conn.QueryRow(ctx, `SELECT coalesce(max(n_dead_tup), 0) FROM pg_stat_sys_tables
-		WHERE relid IN ('pg_catalog.pg_attribute'::regclass, 'pg_catalog.pg_class'::regclass, 'pg_catalog.pg_depend'::regclass)`).Scan(&dead); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT coalesce(max(n_dead_tup), 0) FROM pg_stat_all_tables
+		WHERE relid IN ('pg_catalog.pg_attribute'::regclass, 'pg_catalog.pg_class'::regclass, 'pg_catalog.pg_depend'::regclass,
+			'`+ddlLogTable+`'::regclass)`).Scan(&dead); err != nil {
 		return false, err
 	}
 	if dead < vacuumDeadRows {
@@ -70,7 +71,9 @@ func vacuumCatalogs(ctx context.Context, conn adminDB) (bool, error) {
 		return false, err
 	}
 	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, vacuumLock) }()
-	if _, err := conn.Exec(ctx, "VACUUM "+Catalogs); err != nil {
+	// The DDL log too: every claim and give-back writes and deletes its
+	// rows (a migration's hundreds), and nothing else vacuums it.
+	if _, err := conn.Exec(ctx, "VACUUM "+Catalogs+", "+ddlLogTable); err != nil {
 		return false, err
 	}
 	return true, nil
