@@ -5,10 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/store"
@@ -62,20 +58,7 @@ func crashRequeueBesideAForget(t *testing.T, underWay bool) {
 		t.Fatal(err)
 	}
 	turns, ids := poisonTurns(marker, "r", 3, 1, "")
-	client, err := river.NewClient(riverpgxv5.New(e.store.Pool()), &river.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = e.store.InTx(e.ctx, func(tx pgx.Tx, q *store.Store) error {
-		if _, err := q.InsertTurns(e.ctx, turns); err != nil {
-			return err
-		}
-		_, err := client.InsertTx(e.ctx, tx, worker.ExtractArgs{UserID: "u", EventIDs: ids}, nil)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	insertJobOf(t, e, turns, ids)
 	// One attempt: the first crash ends the job, and r2, unsent, is
 	// requeued.
 	stop := e.start(llm, func(c *worker.Config) { c.MaxAttempts = 1 })
@@ -98,14 +81,7 @@ func crashRequeueBesideAForget(t *testing.T, underWay bool) {
 			t.Fatal(err)
 		}
 	}
-	select {
-	case err := <-forgot:
-		if err != nil {
-			t.Fatalf("forget: %v", err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("the forget did not end within a minute")
-	}
+	waitForgot(t, forgot)
 	stop() // the job's run, its requeue included, has ended
 	if n, a := srv.poisonSent.Load(), srv.answered.Load(); n != 1 || a != 1 {
 		t.Fatalf("poison requests %d, answered %d; want r1's crash after r0's answer: the ordering was not reached", n, a)

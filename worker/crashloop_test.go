@@ -318,20 +318,7 @@ func TestPoisonTurnInAJobOfSeveralTurns(t *testing.T) {
 	}
 	turns, ids := poisonTurns(marker, "r", 5, 1, "")
 	// One job of the five turns, as a replay inserts them.
-	client, err := river.NewClient(riverpgxv5.New(e.store.Pool()), &river.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = e.store.InTx(e.ctx, func(tx pgx.Tx, q *store.Store) error {
-		if _, err := q.InsertTurns(e.ctx, turns); err != nil {
-			return err
-		}
-		_, err := client.InsertTx(e.ctx, tx, worker.ExtractArgs{UserID: "u", EventIDs: ids}, nil)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	insertJobOf(t, e, turns, ids)
 	e.start(llm, func(c *worker.Config) {
 		c.MaxAttempts = 5
 		c.JobRetryBase = 500 * time.Millisecond
@@ -391,4 +378,24 @@ func poisonTurns(marker, prefix string, n, poison int, conversation string) ([]s
 			TurnAt: at.Add(time.Duration(i) * time.Second)})
 	}
 	return turns, ids
+}
+
+// insertJobOf inserts turns of user u and one extraction job of them all
+// (ids), in one transaction, as a replay inserts them.
+func insertJobOf(t *testing.T, e *env, turns []store.Turn, ids []string) {
+	t.Helper()
+	client, err := river.NewClient(riverpgxv5.New(e.store.Pool()), &river.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = e.store.InTx(e.ctx, func(tx pgx.Tx, q *store.Store) error {
+		if _, err := q.InsertTurns(e.ctx, turns); err != nil {
+			return err
+		}
+		_, err := client.InsertTx(e.ctx, tx, worker.ExtractArgs{UserID: "u", EventIDs: ids}, nil)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

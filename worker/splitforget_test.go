@@ -129,14 +129,7 @@ func TestBurstSplitDuringAForgetGivesNoJobs(t *testing.T) {
 	if err := hold.tx.Rollback(e.ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-forgot:
-		if err != nil {
-			t.Fatalf("forget: %v", err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("the forget did not end within a minute")
-	}
+	waitForgot(t, forgot)
 	var jobs []string
 	if err := e.store.Pool().QueryRow(e.ctx, `SELECT coalesce(array_agg(args->>'event_ids' ORDER BY id), '{}') FROM river_job
 		WHERE kind = $1 AND args->>'user_id' = 'u'`, worker.ExtractJobKind).Scan(&jobs); err != nil {
@@ -174,5 +167,19 @@ func waitClosed(t *testing.T, c <-chan struct{}, what string) {
 	case <-c:
 	case <-time.After(time.Minute):
 		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// waitForgot waits for the result of a forget a test ran in a goroutine,
+// and fails the test on its error or after a minute.
+func waitForgot(t *testing.T, forgot <-chan error) {
+	t.Helper()
+	select {
+	case err := <-forgot:
+		if err != nil {
+			t.Fatalf("forget: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the forget did not end within a minute")
 	}
 }
