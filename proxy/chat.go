@@ -861,7 +861,7 @@ func (p *Proxy) publish(sc trace.SpanContext, user, message, conversation string
 		UserMessage: lastBytes(message, events.MaxUserMessageBytes),
 		// The answer alone: a reasoning model's thinking, hidden by chat
 		// apps, is nothing the user read.
-		AssistantResponse: firstBytes(noNUL(withoutReasoning(acc.text.String())), events.MaxAssistantResponseBytes),
+		AssistantResponse: firstBytes(noNUL(answerOf(acc.text.String(), acc.cut())), events.MaxAssistantResponseBytes),
 		Timestamp:         time.Now().UTC(),
 	}
 	fitEvent(&turn)

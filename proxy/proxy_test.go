@@ -46,7 +46,8 @@ type upstream struct {
 	// stream's first chunk, "slow" streams its words 100 ms apart,
 	// "linger" holds a stream's body open after its [DONE], "errorevent"
 	// sends an SSE "event: error" after the finish reason; a mode of
-	// reasoningReplies answers with that reply instead of replyText.
+	// reasoningReplies answers with that reply instead of replyText, one
+	// of cutReplies with that reply and the finish reason "length".
 	mu       sync.Mutex
 	mode     string
 	requests [][]byte
@@ -172,13 +173,16 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = json.Unmarshal(body, &req)
 	id := fmt.Sprintf("chatcmpl-%d", time.Now().UnixNano())
-	text := replyText
+	text, finish := replyText, "stop"
 	if r, ok := reasoningReplies[mode]; ok {
 		text = r
 	}
+	if r, ok := cutReplies[mode]; ok {
+		text, finish = r, "length"
+	}
 	if !req.Stream {
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"id":%q,"object":"chat.completion","created":1,"model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":11,"completion_tokens":7,"total_tokens":18}}`, id, text)
+		fmt.Fprintf(w, `{"id":%q,"object":"chat.completion","created":1,"model":"fake-model","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":%q}],"usage":{"prompt_tokens":11,"completion_tokens":7,"total_tokens":18}}`, id, text, finish)
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -197,7 +201,7 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	write(fmt.Sprintf("data: {\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"fake-model\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":7,\"total_tokens\":18}}\n\n", id))
+	write(fmt.Sprintf("data: {\"id\":%q,\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"fake-model\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":%q}],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":7,\"total_tokens\":18}}\n\n", id, finish))
 	if mode == "errorevent" {
 		// An SSE error event whose data has no "error" member: the
 		// OpenAI Node SDK throws on the event's name alone.

@@ -18,10 +18,19 @@ var reasoningTag = regexp.MustCompile(`(?i)<(/?)(think|thinking|reasoning)>`)
 // content starts inside it) at a line's start or end and outside code,
 // without everything up to that tag (see endsReasoning). A block
 // opened and never closed (the reply cut by its token limit while
-// thinking) leaves no answer: "". A tag after the answer has begun is the
-// answer's text. Chat apps hide the reasoning: the user never read it, and
-// remembered, it came back in later prompts as what the assistant had said.
-func withoutReasoning(text string) string {
+// thinking) leaves no answer, "", when its tag opens it as models write
+// it: at the text's end, or followed by its thinking or a line break
+// (see opensReasoning); a tag followed by a space is the answer's prose
+// ("<think> tags are how ..."), which a walk found stored without a
+// reply. A tag after the answer has begun is the answer's text. Chat apps
+// hide the reasoning: the user never read it, and remembered, it came
+// back in later prompts as what the assistant had said.
+func withoutReasoning(text string) string { return answerOf(text, false) }
+
+// answerOf is withoutReasoning for a reply that cut says whether its
+// token limit cut (finish reason "length"): a block it opened and never
+// closed leaves no answer, whatever follows the tag.
+func answerOf(text string, cut bool) string {
 	first := reasoningTag.FindStringSubmatchIndex(text)
 	if first == nil {
 		return text
@@ -38,7 +47,10 @@ func withoutReasoning(text string) string {
 		}
 		end := closingTag(rest[m[1]:], rest[m[4]:m[5]])
 		if end < 0 {
-			return ""
+			if cut || opensReasoning(rest[m[1]:]) {
+				return ""
+			}
+			break // prose naming the tag: the answer
 		}
 		text, stripped = rest[m[1]+end:], true
 	}
@@ -74,4 +86,13 @@ func endsReasoning(text string, start, end int) bool {
 	after := strings.TrimLeft(text[end:], " \t")
 	lineBefore := before[strings.LastIndexByte(before, '\n')+1:]
 	return after == "" || after[0] == '\n' || after[0] == '\r' || strings.TrimLeft(lineBefore, " \t") == ""
+}
+
+// opensReasoning reports whether an opening tag that after follows, and
+// that nothing closes, opens reasoning as models write it: "<think>\n"
+// (R1, Qwen3, QwQ), the thinking at once ("<think>Okay"), or the tag
+// last (cut right after it). A space or tab after it is prose naming the
+// tag.
+func opensReasoning(after string) bool {
+	return after == "" || (after[0] != ' ' && after[0] != '\t')
 }

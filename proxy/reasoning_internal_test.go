@@ -27,9 +27,38 @@ func TestWithoutReasoning(t *testing.T) {
 		{"Add `</think>`\nto the stop list.", "Add `</think>`\nto the stop list."},
 		{"thinking, the answer is 4.</think>\n\nAnswer.", "Answer."},
 		{"thinking\n```go\nx := 1\n```\n</think>Answer.", "Answer."},
+		// A block opened and never closed is reasoning when the tag opens
+		// it as models write it (a line break after it, or the thinking
+		// at once); a space after it is prose that names the tag.
+		{"<think>\nOkay, the user wants a poem. Let me", ""},
+		{"<think>", ""},
+		{"<think> tags are how reasoning models mark their thinking.", "<think> tags are how reasoning models mark their thinking."},
+		{"<Reasoning> is the tag some models use.", "<Reasoning> is the tag some models use."},
+		{"<think>a</think>\n<think> tags, as above.", "<think> tags, as above."},
 	} {
 		if got := withoutReasoning(c.in); got != c.want {
 			t.Errorf("withoutReasoning(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// TestWithoutReasoningCut: a reply its token limit cut (finish reason
+// "length") inside a block it opened has no answer, whatever follows the
+// tag; one that ended otherwise is judged by the tag's form alone.
+func TestWithoutReasoningCut(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		in   string
+		cut  bool
+		want string
+	}{
+		{"<think> Okay, the user may live in Oslo, so", true, ""},
+		{"<think> Okay, the user may live in Oslo, so", false, "<think> Okay, the user may live in Oslo, so"},
+		{"<think>\nhmm\n</think>\n\nAn answer cut by the lim", true, "An answer cut by the lim"},
+		{"An answer cut by the lim", true, "An answer cut by the lim"},
+	} {
+		if got := answerOf(c.in, c.cut); got != c.want {
+			t.Errorf("answerOf(%q, cut %v) = %q, want %q", c.in, c.cut, got, c.want)
 		}
 	}
 }

@@ -20,6 +20,18 @@ var reasoningReplies = map[string]string{
 	"think":    "<think>\nThe user may secretly live in Reykjavik; perhaps they own a llama called Pedro.\n</think>\n\n" + replyText,
 	"r1":       "Okay, the user is probably a dentist from Oslo who hates jazz.\n</think>\n\n" + replyText,
 	"thinking": "<Thinking>Maybe they mean the red boat.</Thinking> <think>Two blocks.</think>" + replyText,
+	// Not reasoning: the answer of a model explaining the tag, which it
+	// opens with, never closed.
+	"prose": proseReply,
+}
+
+const proseReply = "<think> tags are how reasoning models such as DeepSeek-R1 mark their thinking; chat apps hide what is inside them."
+
+// cutReplies are replies the upstream cut by its token limit (finish
+// reason "length"): a model that opened its reasoning block with a space
+// after the tag, cut while thinking.
+var cutReplies = map[string]string{
+	"cutspace": "<think> Okay, the user may live in Oslo, so let me think about how",
 }
 
 // TestReasoningIsNotRemembered: a reasoning model's thinking, which chat
@@ -52,6 +64,41 @@ func TestReasoningIsNotRemembered(t *testing.T) {
 			}
 			if turn.AssistantResponse != replyText {
 				t.Errorf("%s, stream %v: the turn's reply is %q, want the answer alone, %q", mode, stream, turn.AssistantResponse, replyText)
+			}
+		}
+	}
+}
+
+// TestReasoningTagInProseIsRemembered: a reply that opens with a literal
+// <think> in its prose ("<think> tags are how ...") is the answer, not a
+// reasoning block left open: its turn keeps it (before, the turn was
+// stored without a reply, a walk); a reply the upstream cut by its token
+// limit inside a block opened so is still remembered without it.
+func TestReasoningTagInProseIsRemembered(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	s := e.turnStream(t)
+	subj := events.TurnSubject(e.prefix, "alice")
+	n := uint64(0)
+	for _, c := range []struct{ mode, want string }{{"prose", proseReply}, {"cutspace", ""}} {
+		for _, stream := range []bool{false, true} {
+			e.up.setMode(c.mode)
+			e.chat(t, fmt.Sprintf(`{"model":"m","stream":%v,"messages":[{"role":"user","content":"what are think tags?"}]}`, stream), nil)
+			n++
+			eventstest.Eventually(t, "the turn published", time.Minute, func() (bool, string) {
+				got := e.turnsPublished(t, "alice")
+				return got == n, fmt.Sprintf("%d turns", got)
+			})
+			msg, err := s.GetLastMsgForSubject(context.Background(), subj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var turn events.Turn
+			if err := json.Unmarshal(msg.Data, &turn); err != nil {
+				t.Fatal(err)
+			}
+			if turn.AssistantResponse != c.want {
+				t.Errorf("%s, stream %v: the turn's reply is %q, want %q", c.mode, stream, turn.AssistantResponse, c.want)
 			}
 		}
 	}

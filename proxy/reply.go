@@ -32,6 +32,8 @@ type reply struct {
 	id       string
 	text     strings.Builder
 	finished bool
+	// reason is choice 0's finish reason, once finished.
+	reason string
 	// calls: choice 0 made tool (or legacy function) calls, whatever its
 	// finish reason: OpenAI ends a round of calls with "stop" when
 	// tool_choice names the function, and other servers (vLLM, Ollama's
@@ -220,7 +222,7 @@ func (a *reply) dispatch() {
 			a.text.WriteString(c.Delta.Content)
 		}
 		if c.FinishReason != nil && *c.FinishReason != "" && !callsTools(*c.FinishReason) {
-			a.finished = true
+			a.finished, a.reason = true, *c.FinishReason
 		}
 	}
 }
@@ -271,7 +273,7 @@ func (a *reply) end() {
 		}
 		if c.Index == 0 && c.Message.Content != nil && !callsTools(c.FinishReason) {
 			a.text.WriteString(*c.Message.Content)
-			a.finished = true
+			a.finished, a.reason = true, c.FinishReason
 		}
 	}
 }
@@ -310,6 +312,10 @@ func (a *reply) brokeOff() bool {
 // maxOpenChoices bounds the choices a reply tracks (OpenAI's n is at most
 // 128): a stream with more ends only by [DONE].
 const maxOpenChoices = 128
+
+// cut reports whether the upstream cut the reply by its token limit
+// (finish reason "length").
+func (a *reply) cut() bool { return a.reason == "length" }
 
 // done reports whether a whole reply was read: a finish reason seen in the
 // stream, or a choice in the JSON reply.
