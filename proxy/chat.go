@@ -234,7 +234,7 @@ var hopHeaders = map[string]bool{
 	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
 	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
 	"Content-Length": true, "Content-Encoding": true, "Accept-Encoding": true,
-	"Authorization": true, MemoryHeader: true,
+	"Authorization": true, MemoryHeader: true, ConversationHeader: true,
 	// Other credentials and account selectors a client may send: the
 	// upstream is reached with the operator's key, so a user must not
 	// choose which of its organisations or projects pays (nor pass on
@@ -736,6 +736,11 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 			fmt.Sprintf("the %s header is %q: off (or false, 0, no) opts this request out of memory, on (or true, 1, yes) is the default", MemoryHeader, v))
 		return OutcomeBadRequest
 	}
+	conversation, err := clientConversation(r.Header)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", err.Error())
+		return OutcomeBadRequest
+	}
 	out := body
 	injection := p.enrich(r.Context(), user, rq)
 	if _, has := rq.fields["memory"]; has || injection != "" {
@@ -804,8 +809,11 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 		return OutcomeUpstreamStreamError
 	}
 	if remember && acc.done() {
-		open, ok := readOpening(rq.messages)
-		p.publish(span.SpanContext(), user, rq.text, conversationID(user, open, ok, acc.text.String()), &acc)
+		if conversation == "" {
+			open, ok := readOpening(rq.messages)
+			conversation = conversationID(user, open, ok, acc.text.String())
+		}
+		p.publish(span.SpanContext(), user, rq.text, conversation, &acc)
 	}
 	return outcome
 }

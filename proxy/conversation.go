@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"strings"
 )
 
@@ -71,4 +73,62 @@ func conversationID(user string, o opening, ok bool, reply string) string {
 		h.Write([]byte(s))
 	}
 	return "chat-" + hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// ConversationHeader names the chat a request belongs to, as the chat app
+// knows it: its turns are published with that conversation_id in place of
+// the hash of the chat's opening (conversationID), which two chats opening
+// alike share. 1 to MaxConversationHeaderBytes letters, digits, '-', '_',
+// '.' or ':' (UUIDs, numbers, "local:..."), surrounding spaces trimmed;
+// another value, or the header sent twice, is a 400. Not forwarded.
+const ConversationHeader = "X-Memory-Conversation"
+
+// MaxConversationHeaderBytes bounds ConversationHeader's value.
+const MaxConversationHeaderBytes = 128
+
+// openWebUIChatHeader is the chat id Open WebUI sends with every request
+// when its ENABLE_FORWARD_USER_INFO_HEADERS is set: read when
+// ConversationHeader is absent, and ignored when it is not a conversation
+// id by ConversationHeader's rules (the app sends it for any backend, not
+// for memoryd: no 400 for it). Forwarded as the client's other headers.
+const openWebUIChatHeader = "X-OpenWebUI-Chat-Id"
+
+// clientConversation returns the conversation id the client names for the
+// request, "" when it names none, or an error to refuse the request with.
+func clientConversation(h http.Header) (string, error) {
+	vs := h.Values(ConversationHeader)
+	if len(vs) > 1 {
+		return "", fmt.Errorf("the %s header was sent %d times: send it once", ConversationHeader, len(vs))
+	}
+	if len(vs) == 1 {
+		if v := strings.TrimSpace(vs[0]); v != "" {
+			if !isConversationID(v) {
+				return "", fmt.Errorf("the %s header is %q: a conversation id is 1 to %d letters, digits, '-', '_', '.' or ':'",
+					ConversationHeader, firstBytes(v, 64), MaxConversationHeaderBytes)
+			}
+			return v, nil
+		}
+	}
+	if vs := h.Values(openWebUIChatHeader); len(vs) == 1 {
+		if v := strings.TrimSpace(vs[0]); isConversationID(v) {
+			return v, nil
+		}
+	}
+	return "", nil
+}
+
+// isConversationID reports whether v is a conversation id by
+// ConversationHeader's rules.
+func isConversationID(v string) bool {
+	if v == "" || len(v) > MaxConversationHeaderBytes {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_', c == '.', c == ':':
+		default:
+			return false
+		}
+	}
+	return true
 }
