@@ -370,14 +370,16 @@ func shownURL(raw string) (shown string, ok bool) {
 	return u.Redacted(), true
 }
 
-// logNotFound logs the upstream's 404 to a chat request, which the client
-// gets as it came (Ollama's is "404 page not found"): the operator is told
-// the URL asked and the model, the two things such a 404 is about.
-func (p *Proxy) logNotFound(url string, rq *request) {
+// logNotFound logs the upstream's 404 to user's chat request, which the
+// client gets as it came (Ollama's is "404 page not found"): the operator
+// is told the URL asked and the model, the two things such a 404 is
+// about, and whose app asked (a model one app names that the server
+// lacks).
+func (p *Proxy) logNotFound(user, url string, rq *request) {
 	var model string
 	_ = json.Unmarshal(rq.fields["model"], &model)
 	shown, _ := shownURL(url)
-	p.log.Warn(msgUpstreamNotFound, "url", shown, "model", firstBytes(model, 200))
+	p.log.Warn(msgUpstreamNotFound, "user_id", user, "url", shown, "model", firstBytes(model, 200))
 }
 
 // request is a chat completion request as far as the proxy reads it; every
@@ -765,7 +767,7 @@ func (p *Proxy) serveChat(w http.ResponseWriter, r *http.Request) string {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusNotFound {
-		p.logNotFound(req.URL.String(), rq)
+		p.logNotFound(user, req.URL.String(), rq)
 	}
 	copyHeaders(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
