@@ -959,6 +959,7 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 		case v.final:
 			level = e.w.logger.Error
 		case extractor.IsUnreachable(err) && !isPermanent(err):
+			e.w.modelFailing()
 			// Past --llm-max-outage every job's attempt failed alike: a
 			// crash-loop walk logged up to 320 of these a minute. A line
 			// of its own, which the log handler holds back with the

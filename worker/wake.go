@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -86,7 +87,29 @@ const (
 func (m *modelWaiters) waiting() { m.since.Store(time.Now().UnixNano()) }
 
 // modelWaiting notes that a job is being snoozed for the model server now.
-func (w *Worker) modelWaiting() { w.modelWaits.waiting() }
+func (w *Worker) modelWaiting() {
+	w.modelWaits.waiting()
+	w.modelFailing()
+}
+
+// modelFailing notes that extraction found the model server failing (a
+// job waits for it, or spends an attempt past --llm-max-outage): its next
+// answer is logged (modelAnswered).
+func (w *Worker) modelFailing() { w.modelDownSince.CompareAndSwap(0, time.Now().UnixNano()) }
+
+// msgModelAnswersAgain is logged at the model server's first answer after
+// extraction found it failing: the end of what msgModelUnreachable (or
+// msgModelRefuses) warned of. Before, a wait shorter than the extractor's
+// own outageTold (30 s) was warned of and its end logged at debug only: at
+// the default level the log said the server was down and never that it
+// came back (a walk).
+const msgModelAnswersAgain = "model server answers again; extraction resumes"
+
+// modelToldEvery bounds how often msgModelAnswersAgain goes out at info
+// (the later ones within it at debug): a server failing for a moment every
+// few seconds (a gateway under load) has its waits' warnings held back to
+// one every 30 s (OutageRepeats), and its ends alike.
+const modelToldEvery = 30 * time.Second
 
 // modelAnswered is called when the model server answered an extraction:
 // it ends the refusal outage, and wakes the jobs waiting for the server
@@ -97,6 +120,17 @@ func (w *Worker) modelWaiting() { w.modelWaits.waiting() }
 // and counted a hold, its snooze doubled (a walk: 17 of 53 wakes), and
 // that run wakes one as it lets the lock go.
 func (w *Worker) modelAnswered() {
+	if since := w.modelDownSince.Swap(0); since != 0 {
+		now := time.Now()
+		level := slog.LevelInfo
+		if told := w.modelToldAt.Load(); told != 0 && now.UnixNano()-told < int64(modelToldEvery) {
+			level = slog.LevelDebug
+		} else {
+			w.modelToldAt.Store(now.UnixNano())
+		}
+		// No text of a turn: how long, as this process saw it.
+		w.logger.Log(context.Background(), level, msgModelAnswersAgain, "down_for", now.Sub(time.Unix(0, since)).Round(time.Millisecond).String())
+	}
 	if w.aloneHolding.Load() == 0 && w.aloneWakeDue.CompareAndSwap(true, false) {
 		w.wakeAloneWaiter(context.Background())
 	}

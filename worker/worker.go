@@ -730,6 +730,8 @@ type Worker struct {
 	ingestFailing                                      outage       // the ingest's outage, nil while it records turns
 	modelRefusing                                      outage       // the model server refusing the configuration, nil while it answers
 	modelWaits                                         modelWaiters // jobs snoozed for the model server, to wake when it answers
+	modelDownSince                                     atomic.Int64 // unix nanoseconds of extraction's first wait for the model server since its last answer, 0 when none
+	modelToldAt                                        atomic.Int64 // unix nanoseconds of the last msgModelAnswersAgain at info
 	embedWaits                                         modelWaiters // jobs snoozed for the embeddings server, to wake when it answers
 	embedRefusing                                      outage       // the embeddings server refusing the configuration, nil while it answers
 	aloneWakeDue                                       atomic.Bool  // a wake of a job waiting for modelAloneLock, held back for the model server's next answer (aloneReleased)
