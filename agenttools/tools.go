@@ -177,11 +177,12 @@ func (s *Server) newMCPServer(who identity, cut context.Context) *mcp.Server {
 			"anything that may depend on what the user told you before; call set_fact for a durable fact about the " +
 			"user (name, location, preferences) and store_memory for anything else worth recalling later.",
 	})
-	srv.AddReceivingMiddleware(nullIsAbsent, endWith(cut))
+	types := argTypes{}
+	srv.AddReceivingMiddleware(nullIsAbsent, types.middleware, endWith(cut))
 	c := s.cfg.Client
 	t := tools{s: s, who: who, cut: cut}
 
-	addTool(srv, &mcp.Tool{Name: "search_memory", Title: "Search memory",
+	addTool(srv, types, &mcp.Tool{Name: "search_memory", Title: "Search memory",
 		Description: "Search the user's long-term memory (question/answer pairs and notes remembered from earlier " +
 			"conversations) for what is relevant to a query. Use it before answering a question that may depend on " +
 			"something the user said before. Returns the best matches first, each with its id, question, answer, " +
@@ -211,7 +212,7 @@ func (s *Server) newMCPServer(who identity, cut context.Context) *mcp.Server {
 			return searchOut{Results: memories(kept), Truncated: reply.Truncated || len(kept) < len(reply.Results)}, err
 		}))
 
-	addTool(srv, &mcp.Tool{Name: "store_memory", Title: "Store a memory",
+	addTool(srv, types, &mcp.Tool{Name: "store_memory", Title: "Store a memory",
 		Description: "Remember something for later conversations with this user: either a question/answer pair " +
 			"(question and answer) or a free-form note (note). Use it for things worth recalling that are not a " +
 			"single key/value fact (use set_fact for those). Storing the same pair twice keeps one copy. Returns " +
@@ -241,7 +242,7 @@ func (s *Server) newMCPServer(who identity, cut context.Context) *mcp.Server {
 			return storeOut(reply), err
 		}))
 
-	addTool(srv, &mcp.Tool{Name: "get_fact", Title: "Get a fact",
+	addTool(srv, types, &mcp.Tool{Name: "get_fact", Title: "Get a fact",
 		Description: "Get one fact about the user by its key (e.g. name, location). Returns the key, value and when " +
 			"it was set; an error says when the user has no such fact (list_facts shows the keys there are).",
 		Annotations: readOnly()},
@@ -265,7 +266,7 @@ func (s *Server) newMCPServer(who identity, cut context.Context) *mcp.Server {
 			return wireFact(f), err
 		}))
 
-	addTool(srv, &mcp.Tool{Name: "set_fact", Title: "Set a fact",
+	addTool(srv, types, &mcp.Tool{Name: "set_fact", Title: "Set a fact",
 		Description: "Remember a durable fact about the user as a key/value pair (their name, where they live, a " +
 			"preference), replacing the key's previous value. Use it when the user states or corrects such a " +
 			"fact. Returns the fact as now stored. Known keys, which memoryd also extracts from conversations " +
@@ -302,7 +303,7 @@ func (s *Server) newMCPServer(who identity, cut context.Context) *mcp.Server {
 			return wireFact(reply.Fact), err
 		}))
 
-	addTool(srv, &mcp.Tool{Name: "list_facts", Title: "List facts",
+	addTool(srv, types, &mcp.Tool{Name: "list_facts", Title: "List facts",
 		Description: "List every fact known about the user (key/value pairs such as name and location), most " +
 			"recently set first. Use it to get an overview of who the user is.",
 		Annotations: readOnly()},
@@ -316,7 +317,7 @@ func (s *Server) newMCPServer(who identity, cut context.Context) *mcp.Server {
 			return out, err
 		}))
 
-	addTool(srv, &mcp.Tool{Name: "clear_fact", Title: "Delete a fact",
+	addTool(srv, types, &mcp.Tool{Name: "clear_fact", Title: "Delete a fact",
 		Description: "Delete one fact about the user by its key, e.g. when the user asks you to forget it or it is " +
 			"no longer true. Returns whether a fact was deleted.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)}},
@@ -341,7 +342,7 @@ func (s *Server) newMCPServer(who identity, cut context.Context) *mcp.Server {
 			return clearFactOut{Deleted: n > 0}, err
 		}))
 
-	addTool(srv, &mcp.Tool{Name: "list_memories", Title: "List memories",
+	addTool(srv, types, &mcp.Tool{Name: "list_memories", Title: "List memories",
 		Description: "List the user's remembered question/answer pairs and notes, newest first, one page at a " +
 			"time; pass the returned next_cursor as cursor for the next page. Use it to review or clean up what " +
 			"is remembered (search_memory finds what is relevant to a query).",
@@ -372,7 +373,7 @@ func (s *Server) newMCPServer(who identity, cut context.Context) *mcp.Server {
 			return out, err
 		}))
 
-	addTool(srv, &mcp.Tool{Name: "delete_memory", Title: "Delete a memory",
+	addTool(srv, types, &mcp.Tool{Name: "delete_memory", Title: "Delete a memory",
 		Description: "Delete one remembered question/answer pair or note by its id (from search_memory or " +
 			"list_memories), e.g. when the user asks you to forget it or it is wrong. An error says when there " +
 			"is no memory with that id.",
@@ -524,8 +525,9 @@ type bounds map[string][2]float64
 
 // addTool adds a typed tool whose input schema is inferred from In, with
 // the integer bounds b written into it (the SDK validates arguments
-// against the schema before the handler runs).
-func addTool[In, Out any](srv *mcp.Server, tool *mcp.Tool, b bounds, h mcp.ToolHandlerFor[In, Out]) {
+// against the schema before the handler runs), and records its arguments'
+// types in types (argTypes.middleware names a wrong one).
+func addTool[In, Out any](srv *mcp.Server, types argTypes, tool *mcp.Tool, b bounds, h mcp.ToolHandlerFor[In, Out]) {
 	schema, err := jsonschema.For[In](&jsonschema.ForOptions{TypeSchemas: typeSchemas})
 	if err != nil {
 		panic(fmt.Sprintf("agenttools: schema of %s: %v", tool.Name, err))
@@ -541,6 +543,7 @@ func addTool[In, Out any](srv *mcp.Server, tool *mcp.Tool, b bounds, h mcp.ToolH
 		schema.Properties = map[string]*jsonschema.Schema{}
 	}
 	tool.InputSchema = schema
+	types.add(tool.Name, schema)
 	mcp.AddTool(srv, tool, h)
 }
 
