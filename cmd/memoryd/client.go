@@ -192,6 +192,12 @@ func refusedByServer(nc *nats.Conn) error {
 		}
 		return &refusal{sent: true, err: fmt.Errorf("the request was sent, and memoryd may have carried it out, but the NATS server refused this credential the reply's inbox (%w): give the frontend's inbox prefix with --inbox-prefix (e.g. _INBOX_alice_frontend) before sending it again; see docs/protocol.md, \"Reply subjects\"", err)}
 	}
+	if strings.Contains(err.Error(), "Publish to") {
+		// The request's own subject: no inbox prefix helps. memoryd's own
+		// credential (the one on its host, in its environment file) is
+		// refused every request, which the frontend advice alone hid.
+		return &refusal{err: fmt.Errorf("the NATS server refused it (%w): this NATS user is not allowed that subject; a frontend's credential covers only its users' subjects (see docs/protocol.md, \"Reply subjects\"), and memoryd's own credential sends no requests: run client commands with an operator's credential in the frontends' account (docs/operations.md, \"Confining a frontend to its users\")", err)}
+	}
 	return &refusal{err: fmt.Errorf("the NATS server refused it (%w): this NATS user is not allowed that subject; a frontend's credential covers only its user's subjects and its own inbox prefix (--inbox-prefix): see docs/protocol.md, \"Reply subjects\"", err)}
 }
 
