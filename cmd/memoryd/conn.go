@@ -340,6 +340,19 @@ func (o *connOptions) newApp(a *cli, name string) (*app.App, error) {
 	return app.New(o.config(name, logger))
 }
 
+// raiseLimit says which limit to raise for a connection Postgres refused
+// with msg (53300): a role's or a database's CONNECTION LIMIT, which
+// managed services set per role and which raising max_connections leaves
+// as it is, or else the server's max_connections.
+func raiseLimit(msg string) string {
+	for _, kind := range []string{"role", "database"} {
+		if name, ok := strings.CutPrefix(msg, "too many connections for "+kind+" "); ok {
+			return fmt.Sprintf("raise the %s's limit (ALTER %s %s CONNECTION LIMIT ...)", kind, strings.ToUpper(kind), name)
+		}
+	}
+	return "raise the server's max_connections"
+}
+
 // explain turns the errors a newcomer will hit into one sentence with the fix.
 func explain(err error) string {
 	var (
@@ -364,7 +377,7 @@ func explain(err error) string {
 	case errors.As(err, &connErr) && errors.As(err, &pgErr) && pgErr.Code == "53300":
 		// Reachable but full: saying "not reachable" would send the
 		// operator after the wrong problem.
-		return fmt.Sprintf("Postgres at %s:%d has no free connection (%s); close other clients, lower the pools (pool_max_conns in --database-url, --enrich-max-conns) or raise the server's max_connections.", connErr.Host, connErr.Port, pgErr.Message)
+		return fmt.Sprintf("Postgres at %s:%d has no free connection (%s); close other clients, lower the pools (pool_max_conns in --database-url, --enrich-max-conns) or %s.", connErr.Host, connErr.Port, pgErr.Message, raiseLimit(pgErr.Message))
 	case errors.As(err, &pgErr) && pgErr.Code == "3F000":
 		// Migrating with a search_path (the docs' one schema per
 		// deployment) whose schema was never created.

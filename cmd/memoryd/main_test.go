@@ -222,8 +222,9 @@ func TestMigrateNamesFullPostgres(t *testing.T) {
 	u.User = url.User(role)
 	var out, errOut bytes.Buffer
 	code := run(ctx, &cli{stdout: &out, stderr: &errOut}, []string{"migrate", "--database-url", u.String(), "--log-format", "json"})
-	if code != 1 || !strings.Contains(errOut.String(), "has no free connection") || strings.Contains(errOut.String(), "not reachable") {
-		t.Fatalf("exit %d, stderr %q", code, errOut.String())
+	if code != 1 || !strings.Contains(errOut.String(), "has no free connection") || strings.Contains(errOut.String(), "not reachable") ||
+		!strings.Contains(errOut.String(), `ALTER ROLE "`+role+`" CONNECTION LIMIT`) || strings.Contains(errOut.String(), "max_connections") {
+		t.Fatalf("exit %d, stderr %q; want the role's connection limit named as what is full", code, errOut.String())
 	}
 }
 
