@@ -20,9 +20,9 @@ var reasoningTag = regexp.MustCompile(`(?i)<(/?)(think|thinking|reasoning)>`)
 // opened and never closed (the reply cut by its token limit while
 // thinking) leaves no answer, "", when its tag opens it as models write
 // it: at the text's end, or followed by its thinking or a line break
-// (see opensReasoning); a tag followed by a space is the answer's prose
-// ("<think> tags are how ..."), which a walk found stored without a
-// reply. A tag after the answer has begun is the answer's text. Chat apps
+// (blanks before it included; see opensReasoning); a tag followed by a
+// space and text on its line is the answer's prose ("<think> tags are
+// how ..."), which a walk found stored without a reply. A tag after the answer has begun is the answer's text. Chat apps
 // hide the reasoning: the user never read it, and remembered, it came
 // back in later prompts as what the assistant had said.
 func withoutReasoning(text string) string { return answerOf(text, false) }
@@ -91,8 +91,13 @@ func endsReasoning(text string, start, end int) bool {
 // opensReasoning reports whether an opening tag that after follows, and
 // that nothing closes, opens reasoning as models write it: "<think>\n"
 // (R1, Qwen3, QwQ), the thinking at once ("<think>Okay"), or the tag
-// last (cut right after it). A space or tab after it is prose naming the
-// tag.
+// last on its line (cut right after it, or blanks before the line break:
+// "<think> \n" remembered its thinking as the answer). A space or tab
+// and then text on the tag's line is prose naming the tag.
 func opensReasoning(after string) bool {
-	return after == "" || (after[0] != ' ' && after[0] != '\t')
+	rest := strings.TrimLeft(after, " \t")
+	if rest == "" || rest[0] == '\n' || rest[0] == '\r' {
+		return true
+	}
+	return len(rest) == len(after)
 }

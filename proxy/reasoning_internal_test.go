@@ -35,6 +35,11 @@ func TestWithoutReasoning(t *testing.T) {
 		{"<think> tags are how reasoning models mark their thinking.", "<think> tags are how reasoning models mark their thinking."},
 		{"<Reasoning> is the tag some models use.", "<Reasoning> is the tag some models use."},
 		{"<think>a</think>\n<think> tags, as above.", "<think> tags, as above."},
+		// Blanks the model wrote before its line break still open the
+		// block: it is the thinking, not prose naming the tag.
+		{"<think> \nThe user may secretly live in Reykjavik.", ""},
+		{"<think>\t\r\nThe user may secretly live in Reykjavik.", ""},
+		{"<think>  ", ""},
 	} {
 		if got := withoutReasoning(c.in); got != c.want {
 			t.Errorf("withoutReasoning(%q) = %q, want %q", c.in, got, c.want)
