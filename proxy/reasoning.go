@@ -93,11 +93,13 @@ func endsReasoning(text string, start, end int) bool {
 // (R1, Qwen3, QwQ), the thinking at once ("<think>Okay"), or the tag
 // last on its line (cut right after it, or blanks before the line break:
 // "<think> \n" remembered its thinking as the answer). A space or tab
-// and then text on the tag's line is prose naming the tag.
+// and then text on the tag's line is prose naming the tag, and so is
+// punctuation that continues a sentence ("<think>, <thinking> and ..."):
+// no model opens its thinking with it.
 func opensReasoning(after string) bool {
 	rest := strings.TrimLeft(after, " \t")
 	if rest == "" || rest[0] == '\n' || rest[0] == '\r' {
 		return true
 	}
-	return len(rest) == len(after)
+	return len(rest) == len(after) && !strings.ContainsRune(",;:)", rune(rest[0]))
 }

@@ -40,6 +40,11 @@ func TestWithoutReasoning(t *testing.T) {
 		{"<think> \nThe user may secretly live in Reykjavik.", ""},
 		{"<think>\t\r\nThe user may secretly live in Reykjavik.", ""},
 		{"<think>  ", ""},
+		// Punctuation no reasoning opens with, after the tag: prose.
+		{"<think>, <thinking> and <reasoning> are the tags models use.", "<think>, <thinking> and <reasoning> are the tags models use."},
+		{"<think>: the tag R1 opens its reasoning with.", "<think>: the tag R1 opens its reasoning with."},
+		{"<reasoning>; its closing tag is the same with a slash.", "<reasoning>; its closing tag is the same with a slash."},
+		{"<think>**Analyzing the request**", ""},
 	} {
 		if got := withoutReasoning(c.in); got != c.want {
 			t.Errorf("withoutReasoning(%q) = %q, want %q", c.in, got, c.want)
