@@ -5,7 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -26,9 +30,9 @@ func (a argTypes) add(tool string, schema *jsonschema.Schema) {
 	a[tool] = types
 }
 
-// middleware refuses a tools/call whose top-level argument is of another
-// JSON type than its schema's, with a tool error naming the argument, the
-// type wanted and the one sent ("argument "id" must be an integer, not a
+// middleware refuses a tools/call whose top-level arguments are of another
+// JSON type than their schema's, with one tool error naming each such
+// argument, the type wanted and the one sent ("argument "id" must be an integer, not a
 // string ("17"): send it without quotes"): the SDK's own refusal was a
 // schema path ("validating /properties/id: type: 17 has type "string",
 // want "integer"") a model could not be expected to act on (a walk). Any
@@ -45,14 +49,19 @@ func (a argTypes) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if types == nil || json.Unmarshal(r.Params.Arguments, &args) != nil {
 			return next(ctx, method, req)
 		}
-		for name, raw := range args {
-			want, ok := types[name]
-			if !ok {
-				continue
+		// Every wrong one, in the order of their names: one retry can fix
+		// them all, and the same call is refused in the same words.
+		var wrong []string
+		for _, name := range slices.Sorted(maps.Keys(args)) {
+			if want, ok := types[name]; ok {
+				if msg := wrongType(name, want, args[name]); msg != "" {
+					wrong = append(wrong, msg)
+				}
 			}
-			if msg := wrongType(name, want, raw); msg != "" {
-				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, nil
-			}
+		}
+		if len(wrong) > 0 {
+			msg := "invalid arguments: " + strings.Join(wrong, "; ")
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, nil
 		}
 		return next(ctx, method, req)
 	}
@@ -61,7 +70,8 @@ func (a argTypes) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 // wrongType is the refusal of argument name, raw, when it is not of the
 // JSON Schema type want (as far as the JSON type tells: an integer's
 // fraction is the SDK's to refuse), "" when it is. A null is left to
-// nullIsAbsent and the SDK.
+// nullIsAbsent and the SDK. A value is shown by its first 40 bytes, cut
+// at a character's end.
 func wrongType(name, want string, raw json.RawMessage) string {
 	raw = bytes.TrimSpace(raw)
 	got := jsonType(raw)
@@ -72,7 +82,7 @@ func wrongType(name, want string, raw json.RawMessage) string {
 	if got == "integer" {
 		sent = "a number" // 42 for a string: its being whole is beside the point
 	}
-	msg := fmt.Sprintf("invalid arguments: argument %q must be %s, not %s", name, typeName(want), sent)
+	msg := fmt.Sprintf("argument %q must be %s, not %s", name, typeName(want), sent)
 	var s string
 	if got == "integer" || got == "number" || got == "boolean" {
 		shown := string(raw)
@@ -84,7 +94,11 @@ func wrongType(name, want string, raw json.RawMessage) string {
 	if got == "string" && json.Unmarshal(raw, &s) == nil {
 		shown := s
 		if len(shown) > 40 {
-			shown = shown[:40] + "..."
+			n := 40
+			for n > 0 && !utf8.RuneStart(shown[n]) {
+				n--
+			}
+			shown = shown[:n] + "..."
 		}
 		msg += fmt.Sprintf(" (%q)", shown)
 		if _, err := strconv.ParseFloat(s, 64); err == nil && (want == "integer" || want == "number") {
