@@ -55,3 +55,26 @@ func TestModelRecoveryIsLogged(t *testing.T) {
 }
 
 const msgModelAnswersAgain = "model server answers again; extraction resumes" // worker.msgModelAnswersAgain
+
+// TestModelRecoveryIsLoggedAfterAttempts: a job that may not wait for the
+// model server (MaxModelOutage -1) spends its attempts on it; the
+// server's next answer is logged as for a wait.
+func TestModelRecoveryIsLoggedAfterAttempts(t *testing.T) {
+	e := setup(t)
+	logs := new(eventstest.SyncBuffer)
+	var up atomic.Bool
+	e.start(switchedModel(t, &up, time.Second), func(c *worker.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		c.MaxModelOutage = -1
+		c.JobRetryBase = 2 * time.Second
+	})
+	e.publish(events.Turn{ID: "t1", UserID: "user-1", UserMessage: "My name is Alice."})
+	eventstest.Eventually(t, "an attempt spent on the model server", time.Minute, func() (bool, string) {
+		return strings.Contains(logs.String(), "spending attempts"), "no attempt logged"
+	})
+	up.Store(true)
+	e.waitDone(1)
+	if out := logs.String(); strings.Count(out, msgModelAnswersAgain) != 1 {
+		t.Fatalf("want one %q after the attempt spent on the server:\n%s", msgModelAnswersAgain, out)
+	}
+}
