@@ -329,16 +329,37 @@ func (s *Store) ClearProcessedClaims(ctx context.Context, limit int) (int64, err
 }
 
 // MarkFailed records an extraction failure for the user's turns that are not
-// processed.
+// processed, for no job: MarkJobFailed of a job that holds no claim (the
+// reconciler's, a takeover's, whose jobs' claims are over).
+func (s *Store) MarkFailed(ctx context.Context, userID string, eventIDs []string, reason string, final bool) error {
+	return s.MarkJobFailed(ctx, 0, userID, eventIDs, reason, final)
+}
+
+// MarkJobFailed records job jobID's extraction failure for the user's
+// turns that are not processed, and ends the job's claim on them.
 // With final set the turns become failed (queryable and re-runnable with
 // RetryFailed); otherwise they stay pending with the error noted.
-func (s *Store) MarkFailed(ctx context.Context, userID string, eventIDs []string, reason string, final bool) error {
+//
+// A turn another job's claim holds (live: claimed_until to come) is left
+// as it is, its claim, status, attempts and error: that job is extracting
+// it and records its own outcome. The failing job named it without
+// holding it (its claim lapsed and the other job took the turn then, or
+// it found the turn held and failed before it could claim it). Before,
+// the failure ended the other job's claim, and a third job (a new burst
+// of the conversation, the failing job's own retry) claimed and extracted
+// the turn again while the other's request for it was out
+// (TestFailureAfterALapsedClaimLeavesTheNewClaim); a final failure set it
+// failed under the other job, whose own retry then found it failed and
+// left it so.
+func (s *Store) MarkJobFailed(ctx context.Context, jobID int64, userID string, eventIDs []string, reason string, final bool) error {
 	status := StatusPending
 	if final {
 		status = StatusFailed
 	}
 	// Rows are locked in (turn_at, event_id) order, as saves and claims
-	// lock them, so that a failure recorded beside them never deadlocks.
+	// lock them, so that a failure recorded beside them never deadlocks;
+	// the claim is read again once the lock is had (a claim committed
+	// meanwhile holds the turn).
 	// A non-final failure leaves a failed turn failed: it comes from a job
 	// that ran beside the one that failed it for good (a burst's retry and
 	// a reconciler's job of the same turn), and set it pending with no job
@@ -347,10 +368,12 @@ func (s *Store) MarkFailed(ctx context.Context, userID string, eventIDs []string
 			SELECT user_id, event_id FROM turns
 			WHERE event_id = ANY($1) AND ($4 = '' OR user_id = $4) AND status <> 'processed'
 				AND ($5 OR status <> 'failed')
+				AND (claimed_until IS NULL OR claimed_until < now() OR claimed_by = $6)
 			ORDER BY turn_at, event_id, user_id FOR UPDATE)
 		UPDATE turns t
-		SET status = $2, attempts = attempts + 1, last_error = left($3, 2000), claimed_until = NULL
-		FROM locked l WHERE t.user_id = l.user_id AND t.event_id = l.event_id`, eventIDs, status, reason, userID, final)
+		SET status = $2, attempts = attempts + 1, last_error = left($3, 2000),
+			claimed_until = CASE WHEN t.claimed_by = $6 THEN NULL ELSE t.claimed_until END
+		FROM locked l WHERE t.user_id = l.user_id AND t.event_id = l.event_id`, eventIDs, status, reason, userID, final, jobID)
 	if err != nil {
 		return fmt.Errorf("mark failed: %w", err)
 	}

@@ -951,7 +951,7 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 	if v.record {
 		markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCancelTimeout)
 		defer cancel()
-		if merr := e.w.cfg.Store.MarkFailed(markCtx, userID, eventIDs, err.Error(), v.final); merr != nil {
+		if merr := e.w.cfg.Store.MarkJobFailed(markCtx, job.ID, userID, eventIDs, err.Error(), v.final); merr != nil {
 			e.w.logger.Error("cannot record extraction failure", "job_id", job.ID, "user_id", userID, "error", merr)
 		}
 		level, msg := e.w.logger.Warn, "extraction failed"

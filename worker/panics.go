@@ -46,7 +46,7 @@ func (h lastAttemptHandler) HandlePanic(ctx context.Context, job *rivertype.JobR
 	if err := json.Unmarshal(job.EncodedArgs, &args); err == nil && len(args.EventIDs) > 0 {
 		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCancelTimeout)
 		defer cancel()
-		if err := h.w.cfg.Store.MarkFailed(mctx, args.UserID, args.EventIDs, reason, true); err != nil {
+		if err := h.w.cfg.Store.MarkJobFailed(mctx, job.ID, args.UserID, args.EventIDs, reason, true); err != nil {
 			h.w.logger.Error("cannot record extraction failure", "job_id", job.ID, "error", err)
 		}
 	}
