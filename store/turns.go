@@ -741,6 +741,25 @@ func (s *Store) HandOverClaims(ctx context.Context, jobID int64, userID string, 
 	return released, nil
 }
 
+// ClaimedTurns returns the event ids of userID's pending turns that job
+// jobID's claim holds (claimed_until set, the job's claimed_by), through
+// the claims' index: the turns a job that ends without running its
+// deferred releases (a panic) claimed, its burst's included, which its
+// arguments do not name.
+func (s *Store) ClaimedTurns(ctx context.Context, jobID int64, userID string) ([]string, error) {
+	rows, err := s.db.Query(ctx, `SELECT event_id FROM turns
+		WHERE claimed_by = $1 AND user_id = $2 AND claimed_until IS NOT NULL AND status = 'pending'
+		ORDER BY turn_at, event_id`, jobID, userID)
+	if err != nil {
+		return nil, fmt.Errorf("claimed turns: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("claimed turns: %w", err)
+	}
+	return ids, nil
+}
+
 // PriorConversationTurns returns the newest limit processed turns of a
 // conversation before a time, oldest first: read-only context for a burst.
 func (s *Store) PriorConversationTurns(ctx context.Context, userID, conversationID string, before time.Time, limit int) ([]Turn, error) {
