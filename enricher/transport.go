@@ -104,8 +104,14 @@ func (s *Service) classify(ep endpoint, err error) (int, string) {
 		return 500, oe.Error()
 	case errors.Is(err, store.ErrCommitUnconfirmed):
 		// Before the deadline case: the commit's own bound passed, not the
-		// request's budget, and the write may have been done.
-		s.logger.Error(msgToolTimedOut, "endpoint", ep.name, "error", err)
+		// request's budget, or its connection was lost once it was sent;
+		// either way the write may have been done. The description is
+		// the one the protocol documents for both.
+		msg := msgToolFailed
+		if errors.Is(err, context.DeadlineExceeded) {
+			msg = msgToolTimedOut
+		}
+		s.logger.Error(msg, "endpoint", ep.name, "error", err)
 		return 500, "memory store did not confirm the write: its commit was not confirmed within " + store.CommitWait.String() +
 			" and may have been done; read it back before sending it again"
 	case errors.Is(err, context.Canceled) && s.halted.Err() != nil:

@@ -603,9 +603,17 @@ func (s *Store) Ping(ctx context.Context) error {
 // answer, a 57014 when it rolled back (TestInTxCommitPastItsBoundRollsBack):
 // the one caller that reads the error (enrich) answers that the write may
 // have been done, which holds either way, and memoryd's writes run on a
-// pool without it, which closes the connection without the answer. Its
-// other errors say the write was not done, but for a connection lost
-// during a COMMIT within CommitWait, which leaves it in doubt too.
+// pool without it, which closes the connection without the answer. A
+// connection lost once the COMMIT was sent, within CommitWait (the
+// backend terminated or the server shutting down, a FATAL; the
+// connection reset or closed before the answer), leaves the write in
+// doubt alike, and the error wraps ErrCommitUnconfirmed too (before, it
+// was the connection's error, which callers answered as nothing written:
+// TestInTxCommitCutByALostConnectionIsUnconfirmed); so does one lost
+// between fn's end and the COMMIT, which the client cannot tell from it.
+// Its other errors say the write was not done: fn's, BEGIN's, a COMMIT
+// the server refused (an ERROR: a deferred constraint, a serialization
+// failure), or one never sent (TestInTxFailureBeforeItsCommitIsPlain).
 func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx, q *Store) error) (err error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -621,6 +629,10 @@ func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx, q *Store) error) (e
 	if err := fn(tx, s.WithTx(tx)); err != nil {
 		return err
 	}
+	// A connection closed already cannot send the COMMIT: its error says
+	// nothing was written. (pgx gives the same error for a connection
+	// closed while the COMMIT's answer was read.)
+	unsent := tx.Conn().PgConn().IsClosed()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CommitWait)
 	defer cancel()
 	if err := tx.Commit(cctx); err != nil {
@@ -629,9 +641,42 @@ func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx, q *Store) error) (e
 			// server did is not known (TestStopAnswersAWriteWhoseCommitOutlastsTheHalt).
 			return fmt.Errorf("%w within %s: %w", ErrCommitUnconfirmed, CommitWait, err)
 		}
+		if !unsent && commitInDoubt(err) {
+			return fmt.Errorf("%w: the connection was lost during the commit: %w", ErrCommitUnconfirmed, err)
+		}
 		return err
 	}
 	return nil
+}
+
+// commitInDoubt reports whether err, a COMMIT's that was sent on an open
+// connection, leaves its fate unknown: anything but the server's answer
+// that it rolled back (an ERROR: a deferred constraint, a serialization
+// failure; or the COMMIT of a failed transaction) and a write of the
+// COMMIT that failed with nothing sent. A FATAL (the backend terminated,
+// the server shutting down) may come after the commit was recorded (a
+// synchronous standby's wait cut short), and a connection lost (reset,
+// closed) before the answer came says nothing of what the server did
+// (TestInTxCommitCutByALostConnectionIsUnconfirmed).
+func commitInDoubt(err error) bool {
+	if errors.Is(err, pgx.ErrTxCommitRollback) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		sev := pgErr.SeverityUnlocalized
+		if sev == "" {
+			sev = pgErr.Severity
+		}
+		return sev == "FATAL" || sev == "PANIC"
+	}
+	// pgx reports a connection closed under the COMMIT's read as
+	// pgconn.ErrConnClosed, safe to retry as if never sent; the
+	// connection was open when the COMMIT was sent (InTx checks).
+	if errors.Is(err, pgconn.ErrConnClosed) {
+		return true
+	}
+	return !pgconn.SafeToRetry(err)
 }
 
 // CommitWait bounds a transaction's COMMIT in InTx once its work is done,
@@ -651,7 +696,10 @@ const CommitBound = CommitWait + cancelDelay + closeDelay
 // return within its bound (CommitWait), whatever the server did then: it
 // was asked to roll it back, and may have, or may have committed it (one
 // that does not act on the cancel request, or acts after the connection
-// closed).
+// closed); and when the connection was lost once the COMMIT was sent,
+// before its answer. The write may have been done: read it back. The
+// error also wraps the connection's, so that store.IsUnavailable and the
+// like still read it.
 var ErrCommitUnconfirmed = errors.New("commit not confirmed")
 
 // WithTx returns a Store whose queries run in tx, for callers that manage

@@ -302,7 +302,8 @@ func (e *NoTurnStreamError) Error() string {
 // answer that its store timed out.
 //
 // A forget whose database side failed returns a *DatabaseSideError
-// instead: nothing of the user's was deleted.
+// instead: nothing of the user's was deleted (unless its commit was not
+// confirmed: see there).
 type IncompleteError struct {
 	// What was not deleted: "documents", or "events from the streams".
 	What string
@@ -315,8 +316,11 @@ func (e *IncompleteError) Error() string {
 
 // DatabaseSideError is a forget whose database transaction failed (Postgres
 // went away, a lock wait past forgetAttempts): it rolled back, nothing of
-// the user's was deleted, and the forget can be run again. Its message is
-// Err's (the store's says "forget" already); it unwraps to Err.
+// the user's was deleted, and the forget can be run again; but for Err
+// wrapping store.ErrCommitUnconfirmed (its commit's connection lost), when
+// the memory may be deleted already and the stream's events not: run
+// again, the forget completes. Its message is Err's (the store's says
+// "forget" already); it unwraps to Err.
 type DatabaseSideError struct{ Err error }
 
 func (e *DatabaseSideError) Error() string { return e.Err.Error() }

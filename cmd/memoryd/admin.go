@@ -285,6 +285,11 @@ counts as JSON.`)
 			}
 		}
 		if db := (*worker.DatabaseSideError)(nil); errors.As(err, &db) {
+			if errors.Is(err, store.ErrCommitUnconfirmed) {
+				// Its connection lost during the commit: the memory
+				// may be gone, the stream's events still there.
+				return fmt.Errorf("%w (the forget's database commit was not confirmed: the memory may be deleted already; run it again to complete it)", err)
+			}
 			// Postgres went away mid-lock, a lock wait past its
 			// attempts: a walk's user read only "forget: lock users:
 			// unexpected EOF".

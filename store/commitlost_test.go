@@ -1,0 +1,249 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	neturl "net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/memoryd/memoryd/events/eventstest"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// TestInTxCommitCutByALostConnectionIsUnconfirmed: a connection lost
+// while its COMMIT was under way, within InTx's bound (the backend
+// terminated, the TCP connection reset), returned the connection's error
+// as it was, which callers answered "memory store unavailable" (or a
+// worker's save took for nothing written), though the server may have
+// committed: with the connection reset under a COMMIT held at a
+// deferred trigger, the fact is there once the trigger lets it go. The
+// error now wraps ErrCommitUnconfirmed, on both kinds of pool InTx
+// runs on (memoryd's writes', and enrich's with CancelOnServer).
+func TestInTxCommitCutByALostConnectionIsUnconfirmed(t *testing.T) {
+	t.Parallel()
+	for _, cancelOnServer := range []bool{false, true} {
+		t.Run(fmt.Sprintf("backend terminated, CancelOnServer %v", cancelOnServer), func(t *testing.T) {
+			ctx, s := setup(t)
+			h := holdFactCommits(t, ctx, s)
+			w := openOn(t, ctx, storetest.URL(t, s), cancelOnServer)
+			res := make(chan error, 1)
+			go func() { res <- w.InTx(ctx, setLocation) }()
+			pid := h.waiter(t, ctx, s)
+			if _, err := s.Pool().Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+				t.Fatal(err)
+			}
+			got := <-res
+			h.release(t, ctx)
+			h.ended(t, ctx, s)
+			if !errors.Is(got, store.ErrCommitUnconfirmed) {
+				t.Errorf("InTx whose backend was terminated during its COMMIT returned %v; want it to wrap ErrCommitUnconfirmed", got)
+			}
+		})
+		t.Run(fmt.Sprintf("connection reset, CancelOnServer %v", cancelOnServer), func(t *testing.T) {
+			ctx, s := setup(t)
+			h := holdFactCommits(t, ctx, s)
+			p := startResetProxy(t, storetest.URL(t, s))
+			w := openOn(t, ctx, p.url, cancelOnServer)
+			res := make(chan error, 1)
+			go func() { res <- w.InTx(ctx, setLocation) }()
+			h.waiter(t, ctx, s)
+			p.reset() // the client's side only: the server goes on
+			got := <-res
+			h.release(t, ctx)
+			h.ended(t, ctx, s)
+			if _, err := s.Fact(ctx, "lena", "location"); err != nil {
+				t.Fatalf("the fact whose COMMIT the server completed after the client's connection was reset: %v (the test's premise)", err)
+			}
+			if !errors.Is(got, store.ErrCommitUnconfirmed) {
+				t.Errorf("InTx whose connection was reset during its COMMIT returned %v, and the write committed; want it to wrap ErrCommitUnconfirmed", got)
+			}
+		})
+	}
+}
+
+// TestInTxFailureBeforeItsCommitIsPlain: an error before the COMMIT was
+// sent (the backend terminated while the transaction's work ran), or the
+// server's own refusal of the COMMIT (a deferred constraint failing),
+// says the write was not done: not ErrCommitUnconfirmed.
+func TestInTxFailureBeforeItsCommitIsPlain(t *testing.T) {
+	t.Run("terminated during the work", func(t *testing.T) {
+		ctx, s := setup(t)
+		h := holdFactCommits(t, ctx, s)
+		res := make(chan error, 1)
+		go func() {
+			res <- s.InTx(ctx, func(tx pgx.Tx, _ *store.Store) error {
+				_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1)`, h.key)
+				return err
+			})
+		}()
+		pid := h.waiter(t, ctx, s)
+		if _, err := s.Pool().Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+			t.Fatal(err)
+		}
+		got := <-res
+		if got == nil || errors.Is(got, store.ErrCommitUnconfirmed) {
+			t.Errorf("InTx whose backend was terminated before its COMMIT returned %v; want a plain error", got)
+		}
+	})
+	t.Run("refused at the commit", func(t *testing.T) {
+		ctx, s := setup(t)
+		if _, err := s.Pool().Exec(ctx, `
+			CREATE FUNCTION test_commit_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN RAISE EXCEPTION 'refused at commit' USING ERRCODE = 'check_violation'; END $$;
+			CREATE CONSTRAINT TRIGGER test_commit_refuse AFTER INSERT ON facts DEFERRABLE INITIALLY DEFERRED
+				FOR EACH ROW EXECUTE FUNCTION test_commit_refuse()`); err != nil {
+			t.Fatal(err)
+		}
+		got := s.InTx(ctx, setLocation)
+		if got == nil || errors.Is(got, store.ErrCommitUnconfirmed) {
+			t.Errorf("InTx whose COMMIT the server refused returned %v; want a plain error", got)
+		}
+		if _, err := s.Fact(ctx, "lena", "location"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("the refused write: %v; want nothing written", err)
+		}
+	})
+}
+
+func setLocation(_ pgx.Tx, q *store.Store) error {
+	_, err := q.UpsertFacts(context.Background(), []store.FactWrite{{UserID: "lena", Key: "location", Value: "Oslo",
+		SourceAt: t0, Provenance: store.Provenance{Extractor: "direct"}}})
+	return err
+}
+
+// openOn opens a store of two connections at url.
+func openOn(t *testing.T, ctx context.Context, url string, cancelOnServer bool) *store.Store {
+	t.Helper()
+	w, err := store.Open(ctx, store.Config{URL: url, MaxConns: 2, MinConns: 1, CancelOnServer: cancelOnServer,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	return w
+}
+
+// waiter waits for one backend to wait for the held lock and returns its
+// pid.
+func (h *heldCommits) waiter(t *testing.T, ctx context.Context, s *store.Store) int32 {
+	t.Helper()
+	var pid int32
+	eventstest.Eventually(t, "a backend to wait at the held lock", 30*time.Second, func() (bool, string) {
+		rows, err := s.Pool().Query(ctx, `SELECT pid FROM pg_locks l WHERE l.locktype = 'advisory' AND NOT l.granted
+			AND ((l.classid::bigint << 32) | l.objid::bigint) = $1`, h.key)
+		if err != nil {
+			return false, err.Error()
+		}
+		pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+		if err != nil || len(pids) != 1 {
+			return false, fmt.Sprintf("%v waiting, %v", pids, err)
+		}
+		pid = pids[0]
+		return true, ""
+	})
+	return pid
+}
+
+// resetProxy forwards connections to a Postgres server until cut, which
+// resets (RST) the clients' sides of them and refuses new ones (pgx's
+// cancel request after a read error among them), keeping the server's
+// sides open: the server goes on with what it was sent, as beyond a
+// network that lost the connection.
+type resetProxy struct {
+	url     string
+	ln      net.Listener
+	mu      sync.Mutex
+	clients []net.Conn
+}
+
+func startResetProxy(t *testing.T, target string) *resetProxy {
+	t.Helper()
+	u, err := neturl.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream := u.Host
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = ln.Addr().String()
+	p := &resetProxy{url: u.String(), ln: ln}
+	var servers []net.Conn
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		p.reset()
+		p.mu.Lock()
+		for _, c := range servers {
+			c.Close()
+		}
+		p.mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			srv, err := net.Dial("tcp", upstream)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.clients, servers = append(p.clients, c), append(servers, srv)
+			p.mu.Unlock()
+			wg.Add(2)
+			go func() { defer wg.Done(); _, _ = io.Copy(srv, c) }()
+			go func() {
+				defer wg.Done()
+				// Read on after the client's side is reset, its writes
+				// dropped, so that the server is never held by it.
+				_, _ = io.Copy(&dropAfterFail{c: c}, srv)
+				c.Close()
+			}()
+		}
+	}()
+	return p
+}
+
+// dropAfterFail writes to c until a write fails, then drops what follows.
+type dropAfterFail struct {
+	c      net.Conn
+	failed bool
+}
+
+func (d *dropAfterFail) Write(b []byte) (int, error) {
+	if !d.failed {
+		if _, err := d.c.Write(b); err != nil {
+			d.failed = true
+		}
+	}
+	return len(b), nil
+}
+
+// reset cuts the proxy: its listener closed, its clients' connections
+// reset.
+func (p *resetProxy) reset() {
+	p.ln.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.clients {
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0) // RST, not FIN
+		}
+		c.Close()
+	}
+	p.clients = nil
+}
