@@ -22,7 +22,7 @@ func TestStatsShowSpendAgainstTheCap(t *testing.T) {
 		day  time.Time
 		n    int64
 	}{{"u", today, 120}, {"u", today, 30}, {"u", today.AddDate(0, 0, -2), 999}, {"other", today, 77}} {
-		if _, err := st.AddTurnUsage(ctx, u.user, store.StreamPosition{Seq: 1}, u.user, "m", u.day, store.TokenUsage{PromptTokens: u.n, Extractions: 1}); err != nil {
+		if _, err := st.AddTurnUsage(ctx, u.user, store.StreamPosition{Seq: 1}, u.user, "m", u.day, store.TokenUsage{PromptTokens: u.n, Extractions: 1}, store.CallID{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -207,8 +207,10 @@ func (s *Store) tombstones(ctx context.Context, tokens []string) (map[string]Tom
 // does, unless a forget of the user (token) covers the turns (the newest of
 // them is at stream position at): a model call that was in flight while
 // the user was forgotten leaves no usage behind. The tokens count towards
-// the spend of day (see SpendOn). It reports whether it added.
-func (s *Store) AddTurnUsage(ctx context.Context, token string, at StreamPosition, userID, model string, day time.Time, u TokenUsage) (bool, error) {
+// the spend of day (see SpendOn). A call whose id (not zero) was recorded
+// before adds nothing (see AddCallUsageOn). It reports whether it added or
+// found the call added: false when a forget covers the turns.
+func (s *Store) AddTurnUsage(ctx context.Context, token string, at StreamPosition, userID, model string, day time.Time, u TokenUsage, id CallID) (bool, error) {
 	added := false
 	err := s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
 		tombs, err := q.LockUsers(ctx, []string{token})
@@ -219,7 +221,7 @@ func (s *Store) AddTurnUsage(ctx context.Context, token string, at StreamPositio
 			return nil
 		}
 		added = true
-		return q.addUsage(ctx, day, userID, model, u)
+		return q.addUsage(ctx, day, userID, model, u, id)
 	})
 	return added, err
 }

@@ -483,47 +483,25 @@ type TokenUsage struct {
 // AddUsage adds tokens spent extracting a user's turns with model, also to
 // today's spend (see SpendOn; today by the database's UTC clock).
 func (s *Store) AddUsage(ctx context.Context, userID, model string, u TokenUsage) error {
-	return s.addUsage(ctx, time.Time{}, userID, model, u)
+	return s.addUsage(ctx, time.Time{}, userID, model, u, CallID{})
 }
 
 // AddUsageOn is AddUsage of the tokens spent, by user, counted towards
 // the spend of day (see SpendOn), in the caller's transaction: run it
 // inside InTx, after LockUsers has said no forget covers the turns the
 // tokens were spent on (AddTurnUsage does both in a transaction of its
-// own).
+// own). The tokens are added with no call id: AddCallUsageOn adds each
+// call's once.
 func (s *Store) AddUsageOn(ctx context.Context, day time.Time, model string, spent map[string]TokenUsage) error {
-	return s.addUsages(ctx, day, model, spent)
+	calls := make([]UsageCall, 0, len(spent))
+	for _, user := range slices.Sorted(maps.Keys(spent)) {
+		calls = append(calls, UsageCall{UserID: user, Used: spent[user]})
+	}
+	return s.addUsages(ctx, day, model, calls)
 }
 
-func (s *Store) addUsage(ctx context.Context, day time.Time, userID, model string, u TokenUsage) error {
-	return s.addUsages(ctx, day, model, map[string]TokenUsage{userID: u})
-}
-
-// addUsages adds the tokens of model spent, by user: each user's total
-// of the model, in user order, then the day's counts (addDailyUsage).
-func (s *Store) addUsages(ctx context.Context, day time.Time, model string, spent map[string]TokenUsage) error {
-	if len(spent) == 0 {
-		return nil
-	}
-	users := slices.Sorted(maps.Keys(spent))
-	prompt, completion, extractions, tokens := make([]int64, len(users)), make([]int64, len(users)), make([]int64, len(users)), make([]int64, len(users))
-	for i, user := range users {
-		u := spent[user]
-		prompt[i], completion[i], extractions[i], tokens[i] = u.PromptTokens, u.CompletionTokens, u.Extractions, u.PromptTokens+u.CompletionTokens
-	}
-	_, err := s.db.Exec(ctx, `
-		INSERT INTO llm_usage (user_id, model, prompt_tokens, completion_tokens, extractions)
-		SELECT w.u, $2, w.p, w.c, w.e FROM unnest($1::text[], $3::bigint[], $4::bigint[], $5::bigint[]) AS w(u, p, c, e)
-		ORDER BY w.u
-		ON CONFLICT (user_id, model) DO UPDATE SET
-			prompt_tokens = llm_usage.prompt_tokens + excluded.prompt_tokens,
-			completion_tokens = llm_usage.completion_tokens + excluded.completion_tokens,
-			extractions = llm_usage.extractions + excluded.extractions`,
-		users, model, prompt, completion, extractions)
-	if err != nil {
-		return fmt.Errorf("add usage: %w", err)
-	}
-	return s.addDailyUsage(ctx, day, users, tokens)
+func (s *Store) addUsage(ctx context.Context, day time.Time, userID, model string, u TokenUsage, id CallID) error {
+	return s.addUsages(ctx, day, model, []UsageCall{{ID: id, UserID: userID, Used: u}})
 }
 
 // Stats returns per-user counts, or totals over all users when userID is "".

@@ -20,7 +20,7 @@ func TestDailySpend(t *testing.T) {
 	day2 := day1.Add(2 * time.Minute)
 	add := func(user string, day time.Time, prompt, completion int64) {
 		t.Helper()
-		if _, err := s.AddTurnUsage(ctx, user, store.StreamPosition{Seq: 1}, user, "m", day, store.TokenUsage{PromptTokens: prompt, CompletionTokens: completion, Extractions: 1}); err != nil {
+		if _, err := s.AddTurnUsage(ctx, user, store.StreamPosition{Seq: 1}, user, "m", day, store.TokenUsage{PromptTokens: prompt, CompletionTokens: completion, Extractions: 1}, store.CallID{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -157,7 +157,7 @@ func BenchmarkSpendOn(b *testing.B) {
 	day := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	for i := range 1000 {
 		user := fmt.Sprintf("u%d", i)
-		if _, err := s.AddTurnUsage(ctx, user, store.StreamPosition{Seq: 1}, user, "m", day, store.TokenUsage{PromptTokens: 10, Extractions: 1}); err != nil {
+		if _, err := s.AddTurnUsage(ctx, user, store.StreamPosition{Seq: 1}, user, "m", day, store.TokenUsage{PromptTokens: 10, Extractions: 1}, store.CallID{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -236,7 +236,7 @@ func (e *extractWorker) extractEach(ctx context.Context, job *river.Job[ExtractA
 	prov := store.Provenance{Extractor: info.Name, Model: info.Model, PromptVersion: info.PromptVersion}
 	// Tokens spent are stored with the results they gave (save), and on
 	// their own on every other way out.
-	usage := &jobUsage{model: info.Model}
+	usage := w.newUsage(info.Model)
 	defer e.flushUsage(ctx, usage) // the ways out below that do not
 	var (
 		done     []extracted
@@ -253,16 +253,19 @@ func (e *extractWorker) extractEach(ctx context.Context, job *river.Job[ExtractA
 		facts, order := known[t.UserID].input()
 		in := extractor.Input{UserID: t.UserID, Turn: extractorTurn(t), Prior: prior[i], Facts: facts, FactKeys: order}
 		key, keyed := inputKey(info, over, in)
-		var res extractor.Result
+		var (
+			res  extractor.Result
+			call store.CallID // a new one but for a kept result's
+		)
 		if kept, ok := w.unsaved.take(job.ID, key, keyed); ok {
-			res, err = kept.result, nil // its tokens, if not stored yet, are added below
+			res, err, call = kept.result, nil, kept.call // its tokens, if not stored yet, are added below, under their call's id
 		} else {
 			res, err = ex.Extract(ctx, in)
 			if err == nil && info.Model != "" {
 				w.modelAnswered()
 			}
 		}
-		usage.add(t, res.Usage)
+		usage.addCall(t, res.Usage, call)
 		if err != nil {
 			if ctx.Err() != nil {
 				// Keep what this run extracted before the timeout or
@@ -472,9 +475,12 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 		in.Prior = append(in.Prior, extractorTurn(t))
 	}
 	key, keyed := inputKey(info, over, in)
-	var res extractor.BatchResult
+	var (
+		res  extractor.BatchResult
+		call store.CallID
+	)
 	if kept, ok := e.w.unsaved.take(job.ID, key, keyed); ok {
-		res = kept.batch // its tokens, if not stored yet, are added below
+		res, call = kept.batch, kept.call // its tokens, if not stored yet, are added below, under their call's id
 	} else {
 		res, err = batcher.ExtractBatch(ctx, in)
 		if err == nil && info.Model != "" {
@@ -486,8 +492,8 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 	// were read from one stream): a forget covers the call only if it
 	// covers every turn of the burst.
 	newest := slices.MaxFunc(burst, func(a, b store.Turn) int { return cmp.Compare(a.Placed.Seq, b.Placed.Seq) })
-	usage := &jobUsage{model: info.Model}
-	usage.add(newest, res.Usage)
+	usage := e.w.newUsage(info.Model)
+	usage.addCall(newest, res.Usage, call)
 	defer e.flushUsage(ctx, usage)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -540,10 +546,11 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 				r, _ := extractor.RedactResult(d.result)
 				kept.Facts[i], kept.Context[i], kept.Changes[i] = r.Facts, r.Context, r.Changes
 			}
-			if !unstored[newest.Key()] {
+			id, ok := unstored[newest.Key()]
+			if !ok {
 				kept.Usage = extractor.Usage{}
 			}
-			e.w.unsaved.keep(job.ID, key, unsavedEntry{batch: kept})
+			e.w.unsaved.keep(job.ID, key, unsavedEntry{batch: kept, call: id})
 		}
 		return e.fail(ctx, job.JobRow, a.UserID, ids, err)
 	}
@@ -628,10 +635,11 @@ func (e *extractWorker) splitBurst(ctx context.Context, job *river.Job[ExtractAr
 // (err), for the job's next run in this process (unsavedResults), when err
 // is a wait (isWait): a failure of another kind may be the result's own,
 // and the next run asks the model again. unstored are the turns whose
-// calls' tokens flushUsage dropped: their results keep the tokens, to be
-// stored with them; the others' do not (stored, or in the usage backlog),
-// or they would count twice.
-func (e *extractWorker) keepUnsaved(job int64, done []extracted, unstored map[store.TurnKey]bool, err error) {
+// calls' tokens flushUsage dropped, with the calls' ids: their results
+// keep the tokens and the id, to be stored with them (once: the save that
+// failed may have stored them, its COMMIT's connection lost); the others'
+// do not (stored, or in the usage backlog), or they would count twice.
+func (e *extractWorker) keepUnsaved(job int64, done []extracted, unstored map[store.TurnKey]store.CallID, err error) {
 	if !isWait(err) {
 		return
 	}
@@ -643,10 +651,11 @@ func (e *extractWorker) keepUnsaved(job int64, done []extracted, unstored map[st
 		// a model reconstructed stays in this process's memory no longer
 		// than the run. Not counted: save counted it (Observer.Redacted).
 		res, _ := extractor.RedactResult(d.result)
-		if !unstored[d.turn.Key()] {
+		id, ok := unstored[d.turn.Key()]
+		if !ok {
 			res.Usage = extractor.Usage{}
 		}
-		e.w.unsaved.keep(job, d.input, unsavedEntry{result: res})
+		e.w.unsaved.keep(job, d.input, unsavedEntry{result: res, call: id})
 	}
 }
 
@@ -706,11 +715,11 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 		}
 		// The users' locks before the turns' (a forget takes them in that
 		// order too); what a forget covers is not written, nor its usage.
-		done, ids, spent, err := keepRemembered(ctx, q, done, usage)
+		done, ids, calls, err := keepRemembered(ctx, q, done, usage)
 		if err != nil {
 			return err
 		}
-		if err := addUsage(ctx, q, usage.model, e.w.spendDay(), spent); err != nil {
+		if err := addUsage(ctx, q, usage.model, e.w.spendDay(), calls); err != nil {
 			return err
 		}
 		locked, err := q.LockUnprocessedTurns(ctx, user, ids)

@@ -698,8 +698,8 @@ func dropForgottenOrBusy(ctx context.Context, q *store.Store, turns []store.Turn
 // keepRemembered is dropForgotten for extraction results and the usage of
 // the model calls that gave them (nil for none): it returns the results no
 // forget covers, their event ids, and the tokens spent on turns no forget
-// covers, summed by user.
-func keepRemembered(ctx context.Context, q *store.Store, done []extracted, usage *jobUsage) ([]extracted, []string, map[string]store.TokenUsage, error) {
+// covers, each call on its own (with its id).
+func keepRemembered(ctx context.Context, q *store.Store, done []extracted, usage *jobUsage) ([]extracted, []string, []store.UsageCall, error) {
 	turns := make([]store.Turn, 0, len(done)+usage.len())
 	for _, d := range done {
 		turns = append(turns, d.turn)
@@ -723,21 +723,13 @@ func keepRemembered(ctx context.Context, q *store.Store, done []extracted, usage
 			ids = append(ids, d.turn.EventID)
 		}
 	}
-	var spent map[string]store.TokenUsage
+	var calls []store.UsageCall
 	if usage != nil {
 		for i, t := range usage.turns {
-			if !kept[t.Key()] {
-				continue
+			if kept[t.Key()] {
+				calls = append(calls, store.UsageCall{ID: usage.ids[i], UserID: t.UserID, Used: usage.used[i]})
 			}
-			if spent == nil {
-				spent = make(map[string]store.TokenUsage, 1)
-			}
-			u, add := spent[t.UserID], usage.used[i]
-			u.PromptTokens += add.PromptTokens
-			u.CompletionTokens += add.CompletionTokens
-			u.Extractions += add.Extractions
-			spent[t.UserID] = u
 		}
 	}
-	return out, ids, spent, nil
+	return out, ids, calls, nil
 }

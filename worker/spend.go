@@ -128,7 +128,7 @@ func (e *extractWorker) workOverCap(ctx context.Context, job *river.Job[ExtractA
 		res, err := w.cfg.Extractor.Extract(ctx, extractor.Input{UserID: t.UserID, Turn: extractorTurn(t), Prior: prior[i], Facts: facts, FactKeys: order})
 		// On its own (spent also when the call failed), as flushUsage
 		// stores every call whose results are not saved with them.
-		usage := &jobUsage{model: info.Model}
+		usage := w.newUsage(info.Model)
 		usage.add(t, res.Usage)
 		e.flushUsage(ctx, usage)
 		if err != nil {
@@ -182,10 +182,15 @@ func (w *Worker) Spend(ctx context.Context) (SpendReport, error) {
 func (w *Worker) spendDay() time.Time { return store.Day(w.cfg.Now()) }
 
 // dropOldSpend deletes the daily token counts of days before yesterday (the
-// caps read today's; yesterday's is kept for a look back), from the
-// leader's periodic reconcile. A failure is logged: the next run retries.
+// caps read today's; yesterday's is kept for a look back), and the ids of
+// model calls made store.UsageCallsKept ago (a batch a run: a run a
+// minute deletes far more than a minute's calls), from the leader's
+// periodic reconcile. A failure is logged: the next run retries.
 func (w *Worker) dropOldSpend(ctx context.Context) {
 	if _, err := w.cfg.Store.DeleteSpendBefore(ctx, w.spendDay().AddDate(0, 0, -1)); err != nil {
 		w.logger.Warn("cannot delete old daily token counts", "error", err)
+	}
+	if _, err := w.cfg.Store.DeleteUsageCallsBefore(ctx, w.cfg.Store.Clock().Now().Add(-store.UsageCallsKept)); err != nil {
+		w.logger.Warn("cannot delete old model call ids", "error", err)
 	}
 }

@@ -257,7 +257,7 @@ func TestSpendCapBurst(t *testing.T) {
 	srv, llm := spendModel(t)
 	day1 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	// alice spent her day already.
-	if _, err := e.store.AddTurnUsage(e.ctx, events.UserToken("alice"), store.StreamPosition{}, "alice", "fake", day1, store.TokenUsage{PromptTokens: 100, Extractions: 1}); err != nil {
+	if _, err := e.store.AddTurnUsage(e.ctx, events.UserToken("alice"), store.StreamPosition{}, "alice", "fake", day1, store.TokenUsage{PromptTokens: 100, Extractions: 1}, store.CallID{}); err != nil {
 		t.Fatal(err)
 	}
 	ids := e.publishBurst("c1")

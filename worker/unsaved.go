@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/memoryd/memoryd/extractor"
+	"github.com/memoryd/memoryd/store"
 )
 
 // unsavedResults holds, in this process, the extractions a job's run made
@@ -59,6 +60,9 @@ type unsavedEntry struct {
 	seq    uint64    // the number of its keep (unsavedSlot)
 	result extractor.Result
 	batch  extractor.BatchResult
+	// call is the id of the call whose tokens the result keeps (its
+	// Usage, when not zero), so that they count once.
+	call store.CallID
 }
 
 const (

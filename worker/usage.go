@@ -18,17 +18,35 @@ import (
 // on a call that failed or whose results were not stored count too.
 type jobUsage struct {
 	model string
+	clock *store.Clock // the ids' (see store.NewCallID)
 	turns []store.Turn
 	used  []store.TokenUsage
+	ids   []store.CallID // each call's, so that it is counted once
 }
 
-// add counts one model call's tokens for turn t (a burst's: its newest).
+// newUsage returns an empty jobUsage of model's calls.
+func (w *Worker) newUsage(model string) *jobUsage {
+	return &jobUsage{model: model, clock: w.cfg.Store.Clock()}
+}
+
+// add counts one model call's tokens for turn t (a burst's: its newest),
+// under a new id.
 func (u *jobUsage) add(t store.Turn, used extractor.Usage) {
+	u.addCall(t, used, store.CallID{})
+}
+
+// addCall is add of a call whose id is id: the one it was counted under
+// before (an unsaved result's), or zero for a new one.
+func (u *jobUsage) addCall(t store.Turn, used extractor.Usage, id store.CallID) {
 	if used.PromptTokens == 0 && used.CompletionTokens == 0 {
 		return
 	}
+	if id.IsZero() {
+		id = store.NewCallID(u.clock.Now())
+	}
 	u.turns = append(u.turns, t)
 	u.used = append(u.used, storeUsage(used))
+	u.ids = append(u.ids, id)
 }
 
 func (u *jobUsage) len() int {
@@ -40,13 +58,14 @@ func (u *jobUsage) len() int {
 
 func (u *jobUsage) reset() {
 	if u != nil {
-		u.turns, u.used = u.turns[:0], u.used[:0]
+		u.turns, u.used, u.ids = u.turns[:0], u.used[:0], u.ids[:0]
 	}
 }
 
-// addUsage adds spent (by user, from keepRemembered) in q's transaction.
-func addUsage(ctx context.Context, q *store.Store, model string, day time.Time, spent map[string]store.TokenUsage) error {
-	return q.AddUsageOn(ctx, day, model, spent)
+// addUsage adds the calls' tokens (from keepRemembered) in q's
+// transaction, each call's once.
+func addUsage(ctx context.Context, q *store.Store, model string, day time.Time, calls []store.UsageCall) error {
+	return q.AddCallUsageOn(ctx, day, model, calls)
 }
 
 // flushUsage stores what usage still holds, each call's tokens on their own
@@ -58,12 +77,16 @@ func addUsage(ctx context.Context, q *store.Store, model string, day time.Time, 
 // error the user's other calls are dropped (they would wait and fail
 // alike), and another user's are still stored: in a legacy job holding
 // several users' turns, one user's lock wait (a forget) lost the others'
-// counts. It returns the turns of usage whose calls' tokens it dropped.
-func (e *extractWorker) flushUsage(ctx context.Context, usage *jobUsage) (unstored map[store.TurnKey]bool) {
+// counts. It returns the turns of usage whose calls' tokens it dropped,
+// with the calls' ids. Each call is stored under its id: a call whose
+// tokens a save's transaction stored though it seemed to fail (its
+// COMMIT's connection lost, store.ErrCommitUnconfirmed) adds nothing
+// again.
+func (e *extractWorker) flushUsage(ctx context.Context, usage *jobUsage) (unstored map[store.TurnKey]store.CallID) {
 	calls := make([]usageCall, len(usage.turns))
 	day := e.w.spendDay()
 	for i, t := range usage.turns {
-		calls[i] = usageCall{turn: t.Key(), at: t.Placed, model: usage.model, day: day, used: usage.used[i]}
+		calls[i] = usageCall{turn: t.Key(), at: t.Placed, model: usage.model, day: day, used: usage.used[i], id: usage.ids[i]}
 	}
 	usage.reset()
 	return e.w.addCalls(ctx, calls)
@@ -71,13 +94,15 @@ func (e *extractWorker) flushUsage(ctx context.Context, usage *jobUsage) (unstor
 
 // usageCall is one model call's tokens, kept until stored: the turn it was
 // for (a burst's newest), where that turn is in the stream (for the
-// tombstones), and the model and spend day it counts on.
+// tombstones), the model and spend day it counts on, and its id (stored
+// with it, so that it counts once).
 type usageCall struct {
 	turn  store.TurnKey
 	at    store.StreamPosition
 	model string
 	day   time.Time
 	used  store.TokenUsage
+	id    store.CallID
 }
 
 // usageBacklog holds the calls whose tokens a flush could not store
@@ -86,8 +111,9 @@ type usageCall struct {
 // users are billed by them, and a Postgres outage of a second lost the
 // tokens of every call in flight whose results were not stored with them
 // (a failed call, a burst's request before its split). The oldest go past
-// maxUsageBacklog; a process that stops before the database answers
-// again loses them.
+// maxUsageBacklog, and those made maxUsageAge ago (their ids may be
+// deleted, and a call stored before would count again); a process that
+// stops before the database answers again loses them.
 type usageBacklog struct {
 	mu    sync.Mutex
 	calls []usageCall
@@ -105,17 +131,32 @@ const maxUsageBacklog = 50_000
 // meets the database back is not held for minutes by other jobs' calls.
 const maxUsageDrain = 500
 
-// take removes and returns the backlog's oldest calls, at most n.
-func (b *usageBacklog) take(n int) []usageCall {
+// maxUsageAge bounds how long the backlog keeps a call, from when its id
+// was made: less than store.UsageCallsKept, so that a call is never
+// stored after its id may be deleted (the id of a call a transaction
+// stored though its connection was lost under the COMMIT says so).
+const maxUsageAge = store.UsageCallsKept - time.Hour
+
+// take removes and returns the backlog's oldest calls, at most n, but for
+// those whose id was made before oldest, which it drops and counts
+// (stale). A call without an id has no age.
+func (b *usageBacklog) take(n int, oldest time.Time) (calls []usageCall, stale int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n = min(n, len(b.calls))
-	calls := slices.Clone(b.calls[:n])
+	calls = make([]usageCall, 0, n)
+	for _, c := range b.calls[:n] {
+		if !c.id.IsZero() && c.id.Time().Before(oldest) {
+			stale++
+			continue
+		}
+		calls = append(calls, c)
+	}
 	b.calls = slices.Delete(b.calls, 0, n)
 	if len(b.calls) == 0 {
 		b.calls = nil
 	}
-	return calls
+	return calls, stale
 }
 
 // len returns how many calls the backlog holds.
@@ -157,12 +198,15 @@ func (b *usageBacklog) put(calls []usageCall) (dropped int) {
 // addCalls stores the backlog's oldest calls (at most maxUsageDrain),
 // then calls, as flushUsage says, and returns the turns of calls whose
 // tokens it dropped.
-func (w *Worker) addCalls(ctx context.Context, calls []usageCall) (unstored map[store.TurnKey]bool) {
+func (w *Worker) addCalls(ctx context.Context, calls []usageCall) (unstored map[store.TurnKey]store.CallID) {
 	type loss struct {
 		calls int
 		err   error
 	}
-	kept := w.usageBacklog.take(maxUsageDrain)
+	kept, stale := w.usageBacklog.take(maxUsageDrain, w.cfg.Store.Clock().Now().Add(-maxUsageAge))
+	if stale > 0 {
+		w.logger.Error("token usage kept too long for the database: the calls' tokens dropped unrecorded", "calls", stale, "max_age", maxUsageAge.String())
+	}
 	own := len(kept) // calls[i] is all[own+i]
 	all := append(kept, calls...)
 	var lost map[string]*loss // by user, in the order met
@@ -170,9 +214,9 @@ func (w *Worker) addCalls(ctx context.Context, calls []usageCall) (unstored map[
 	drop := func(i int, err error) {
 		if i >= own {
 			if unstored == nil {
-				unstored = make(map[store.TurnKey]bool)
+				unstored = make(map[store.TurnKey]store.CallID)
 			}
-			unstored[all[i].turn] = true
+			unstored[all[i].turn] = all[i].id
 		}
 		user := all[i].turn.UserID
 		if l, ok := lost[user]; ok {
@@ -193,7 +237,7 @@ func (w *Worker) addCalls(ctx context.Context, calls []usageCall) (unstored map[
 		// Bounded: a wait behind a forget or a dead connection must not
 		// hold the job past its timeout or its process's lease.
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCancelTimeout)
-		_, err := w.cfg.Store.AddTurnUsage(uctx, events.UserToken(c.turn.UserID), c.at, c.turn.UserID, c.model, c.day, c.used)
+		_, err := w.cfg.Store.AddTurnUsage(uctx, events.UserToken(c.turn.UserID), c.at, c.turn.UserID, c.model, c.day, c.used, c.id)
 		cancel()
 		if err == nil {
 			continue

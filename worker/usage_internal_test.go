@@ -24,14 +24,14 @@ func TestUsageBacklogBound(t *testing.T) {
 	if dropped := b.put([]usageCall{call(maxUsageBacklog - 1), call(maxUsageBacklog), call(maxUsageBacklog + 1)}); dropped != 2 {
 		t.Fatalf("dropped %d, want the 2 oldest", dropped)
 	}
-	if first := b.take(3); len(first) != 3 || first[0].used.PromptTokens != 2 || first[2].used.PromptTokens != 4 {
+	if first, _ := b.take(3, time.Time{}); len(first) != 3 || first[0].used.PromptTokens != 2 || first[2].used.PromptTokens != 4 {
 		t.Fatalf("took %v, want the 3 oldest, 2 to 4", first)
 	}
-	held := b.take(maxUsageBacklog)
+	held, _ := b.take(maxUsageBacklog, time.Time{})
 	if len(held) != maxUsageBacklog-3 || held[0].used.PromptTokens != 5 || held[len(held)-1].used.PromptTokens != maxUsageBacklog+1 {
 		t.Fatalf("held %d calls, %d to %d; want %d, 5 to %d", len(held), held[0].used.PromptTokens, held[len(held)-1].used.PromptTokens, maxUsageBacklog-3, maxUsageBacklog+1)
 	}
-	if again := b.take(maxUsageBacklog); len(again) != 0 || b.len() != 0 {
+	if again, _ := b.take(maxUsageBacklog, time.Time{}); len(again) != 0 || b.len() != 0 {
 		t.Fatalf("taken again: %d calls, %d held; want none", len(again), b.len())
 	}
 }
@@ -71,5 +71,33 @@ func TestUsageBacklogDrainsAFlushAtATime(t *testing.T) {
 	}
 	if a := spent("alice"); a != 2*int64(backlog) {
 		t.Fatalf("after the drain: alice %d tokens, want %d", a, 2*backlog)
+	}
+}
+
+// TestUsageBacklogDropsCallsPastTheirIdsAge: a call the backlog held past
+// maxUsageAge (its id may be deleted by then, store.UsageCallsKept, and
+// a call stored before would count again) is dropped unrecorded; a
+// younger one is stored.
+func TestUsageBacklogDropsCallsPastTheirIdsAge(t *testing.T) {
+	_, w := haltSetup(t)
+	ctx := context.Background()
+	now := w.cfg.Store.Clock().Now()
+	day := now.UTC()
+	call := func(user string, made time.Time) usageCall {
+		return usageCall{turn: store.TurnKey{UserID: user, EventID: "e"}, model: "m", day: day,
+			used: store.TokenUsage{PromptTokens: 1}, id: store.NewCallID(made)}
+	}
+	w.usageBacklog.put([]usageCall{call("alice", now.Add(-maxUsageAge-time.Minute)), call("bob", now.Add(-maxUsageAge+time.Minute))})
+	if left := w.drainUsage(ctx); left != 0 {
+		t.Fatalf("drain left %d calls, want none", left)
+	}
+	for user, want := range map[string]int64{"alice": 0, "bob": 1} {
+		sp, err := w.cfg.Store.SpendOn(ctx, day, user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sp.User != want {
+			t.Errorf("%s: %d tokens stored, want %d", user, sp.User, want)
+		}
 	}
 }
