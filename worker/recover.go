@@ -455,7 +455,7 @@ func (w *Worker) takeOverWith(ctx context.Context, lost bool, find func(q *store
 		var asIs []river.InsertManyParams
 		for _, j := range taken {
 			if replacedAsIs(j.Kind) {
-				p, err := asIsReplacement(j)
+				p, err := asIsReplacement(j, b.takenAttemptsLeft(j))
 				if err != nil {
 					// Its items are embedded by the next sweep; a document
 					// stays pending until it is put again.
@@ -474,7 +474,7 @@ func (w *Worker) takeOverWith(ctx context.Context, lost bool, find func(q *store
 				w.logger.Error("job of a dead process has unreadable arguments", "job_id", j.ID, "error", err)
 				continue
 			}
-			row := &rivertype.JobRow{ID: j.ID, Kind: j.Kind, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, Metadata: j.Metadata}
+			row := takenRow(j)
 			if outcome(errProcessStopped, row, false, b).final {
 				discarded[j.ID] = true
 				reason := fmt.Sprintf("extraction job %d discarded after %d attempts: its process stopped while running the last one", j.ID, j.Attempt)
@@ -483,7 +483,7 @@ func (w *Worker) takeOverWith(ctx context.Context, lost bool, find func(q *store
 				}
 				continue
 			}
-			reps = append(reps, replacement{args: args, queue: j.Queue, attemptsLeft: b.attemptsLeft(row),
+			reps = append(reps, replacement{args: args, queue: j.Queue, attemptsLeft: b.takenAttemptsLeft(j),
 				replaces: j.ID, carried: carriedOf(j.Metadata)})
 		}
 		if err := w.enq.insertSkippingDuplicates(ctx, tx, asIs); err != nil {
@@ -504,7 +504,7 @@ func (w *Worker) takeOverWith(ctx context.Context, lost bool, find func(q *store
 	for _, j := range taken {
 		if replacedAsIs(j.Kind) {
 			switch {
-			case j.Attempt < j.MaxAttempts:
+			case b.takenAttemptsLeft(j) > 0:
 				w.logger.Info(whose, "job_id", j.ID, "kind", j.Kind, "process", j.Process, "attempt", j.Attempt)
 			case j.Kind == IndexDocumentJobKind:
 				w.logger.Error("ended the document chunking job of a dead process on its last attempt; the document stays pending until it is put again", "job_id", j.ID, "process", j.Process)
@@ -544,10 +544,11 @@ func replacedAsIs(kind string) bool {
 }
 
 // asIsReplacement is the job that replaces a job of a kind replacedAsIs
-// taken over: the same arguments, on the same queue, with the attempts it
-// had left (nil when none is left), and, for an embed or chunk embed job,
-// its metadata at the keys of carriedMeta.
-func asIsReplacement(j store.TakenJob) (*river.InsertManyParams, error) {
+// taken over: the same arguments, on the same queue, with left attempts,
+// those it had left (retryBudget.takenAttemptsLeft; nil when none is
+// left), and, for an embed or chunk embed job, its metadata at the keys of
+// carriedMeta.
+func asIsReplacement(j store.TakenJob, left int) (*river.InsertManyParams, error) {
 	var args river.JobArgs
 	switch j.Kind {
 	case ChunkEmbedJobKind:
@@ -569,7 +570,7 @@ func asIsReplacement(j store.TakenJob) (*river.InsertManyParams, error) {
 		}
 		args = a
 	}
-	if j.Attempt >= j.MaxAttempts {
+	if left <= 0 {
 		return nil, nil
 	}
 	m := map[string]any{metaSource: sourceTakeOver, metaReplaces: j.ID}
@@ -593,5 +594,5 @@ func asIsReplacement(j store.TakenJob) (*river.InsertManyParams, error) {
 		return nil, err
 	}
 	return &river.InsertManyParams{Args: args,
-		InsertOpts: &river.InsertOpts{Queue: j.Queue, MaxAttempts: j.MaxAttempts - j.Attempt, Metadata: meta}}, nil
+		InsertOpts: &river.InsertOpts{Queue: j.Queue, MaxAttempts: left, Metadata: meta}}, nil
 }

@@ -541,6 +541,29 @@ func (b retryBudget) attemptsLeft(job *rivertype.JobRow) int {
 	return max(jobAttempts(job.MaxAttempts, job.Metadata, b.maxAttempts)-job.Attempt, 0)
 }
 
+// takenAttemptsLeft is how many attempts a job that a takeover ends has
+// left after the run it ends (j.Attempt, given back already for a fetch
+// that was lost): attemptsLeft's, for the kinds whose runs outcome ends
+// (extraction, embed and chunk embed jobs), so that a replacement runs
+// the attempts the job's own failed run would have left it (an embed job
+// enqueued without memoryd's source, by an older memoryd, runs the
+// worker's attempts within its own, jobAttempts: its replacement had all
+// of its own); River's count for the others (document chunking, which
+// River retries as it is). takeOverWith replaces a job with these, or
+// ends it on none (TestTakenOverJobsAttemptsLeft).
+func (b retryBudget) takenAttemptsLeft(j store.TakenJob) int {
+	switch j.Kind {
+	case ExtractJobKind, EmbedJobKind, ChunkEmbedJobKind:
+		return b.attemptsLeft(takenRow(j))
+	}
+	return max(j.MaxAttempts-j.Attempt, 0)
+}
+
+// takenRow is a job a takeover ends as outcome reads a job.
+func takenRow(j store.TakenJob) *rivertype.JobRow {
+	return &rivertype.JobRow{ID: j.ID, Kind: j.Kind, Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, Metadata: j.Metadata}
+}
+
 // repeatsInvalidReply reports whether err, a failed run's, is invalid
 // output with the replies of the job's last attempt that failed so, to the
 // same request (metaInvalidReply), and nothing permanent.
