@@ -76,7 +76,7 @@ vet:
 	@unformatted="$$($(GOFMT_L))"; test -z "$$unformatted" || { echo "gofmt needed:"; echo "$$unformatted"; exit 1; }
 	$(GO) vet $(PKGS)
 
-## tools: vet and build the measurement commands (membench, memeval). They are a
+## tools: vet and build the measurement commands (membench, memeval, ingestcpu). They are a
 ## module of their own (tools/go.mod), so that SQLite and errgroup stay out of the
 ## service's build, `go vet ./...` and `go test ./...`; this is their step.
 tools:
