@@ -424,8 +424,9 @@ func TestSplitPathological(t *testing.T) {
 	}
 }
 
-// BenchmarkSplit prints the throughput on this repository's documentation
-// and on the pathological inputs (1 MiB each): it stays linear.
+// BenchmarkSplit prints the throughput on this repository's documentation,
+// on the pathological inputs (1 MiB each): it stays linear, and on its Go
+// files chunked as code.
 func BenchmarkSplit(b *testing.B) {
 	files, _ := filepath.Glob("../docs/*.md")
 	var docs strings.Builder
@@ -448,6 +449,27 @@ func BenchmarkSplit(b *testing.B) {
 			}
 		})
 	}
+	// The repository's Go files, each a code document.
+	code, _ := filepath.Glob("../*/*.go")
+	var size int64
+	srcs := make([]string, len(code))
+	for i, f := range code {
+		d, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		srcs[i], size = string(d), size+int64(len(d))
+	}
+	b.Run("code", func(b *testing.B) {
+		b.SetBytes(size)
+		for b.Loop() {
+			for _, src := range srcs {
+				if _, err := Split(src, Config{Code: "go"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
 }
 
 // TestSplitSouthEastAsianKeepsMarks: a run of Thai, Lao, Khmer or Myanmar

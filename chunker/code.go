@@ -38,12 +38,23 @@ var codeNames = map[string]string{
 // file name, a path or a URL) says it holds, by its extension (".go"
 // "go", ".py" "python", ".ts" "typescript", ".yaml" "yaml", ...) or its
 // name ("Dockerfile", "Makefile"), or "" when the name says none: a
-// document of Markdown or plain text (".md", ".txt", no extension).
+// document of Markdown or plain text (".md", ".txt", no extension). A
+// query or a fragment is not the name's: "app.py?raw=1" and "lib.rs#L10"
+// are code, as a URL's are.
 func CodeLanguage(name string) string {
 	if u, err := url.Parse(name); err == nil && u.Scheme != "" && u.Host != "" {
 		name = u.Path // not its query or fragment
 	}
-	base := strings.ToLower(path.Base(strings.ReplaceAll(name, `\`, "/")))
+	name = strings.ReplaceAll(name, `\`, "/")
+	// A query from the first "?"; a fragment from a "#" in the last path
+	// element ("src/C#/Program.cs" keeps its directory's): a download
+	// link's "?raw=1" or an editor's "#L10" made "app.py?raw=1" Markdown,
+	// its "# comments" headings.
+	name, _, _ = strings.Cut(name, "?")
+	if i := strings.LastIndexByte(name, '/'); strings.Contains(name[i+1:], "#") {
+		name = name[:i+1+strings.IndexByte(name[i+1:], '#')]
+	}
+	base := strings.ToLower(path.Base(name))
 	if lang, ok := codeNames[base]; ok {
 		return lang
 	}

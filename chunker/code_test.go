@@ -14,6 +14,11 @@ func TestCodeLanguage(t *testing.T) {
 		"https://github.com/x/y/blob/main/lib.rs?plain=1#L10": "rust", "Dockerfile": "dockerfile",
 		"deploy/Makefile": "makefile", "compose.yaml": "yaml", "go.mod": "go",
 		"README.md": "", "notes.txt": "", "LICENSE": "", "": "", ".go": "", "https://example.com/": "",
+		// A query or fragment after a name without a scheme and host:
+		// a download link's "?raw=1", an editor's "#L10".
+		"app.py?raw=1": "python", "src/lib.rs#L10-L20": "rust", "deploy/Dockerfile?ref=main#top": "dockerfile",
+		"//cdn.example.com/app.js?v=3": "javascript", "README.md?plain=1": "", "notes?.go": "",
+		"samples/C#/Program.cs": "csharp", "samples/C#/Program.cs#L3": "csharp",
 	} {
 		if got := CodeLanguage(name); got != want {
 			t.Errorf("CodeLanguage(%q) = %q, want %q", name, got, want)
