@@ -26,12 +26,95 @@ var codeExtensions = map[string]string{
 	"yaml": "yaml", "yml": "yaml", "json": "json", "jsonc": "jsonc", "toml": "toml", "xml": "xml", "mk": "makefile",
 	"css": "css", "scss": "scss", "less": "less", "vue": "vue", "svelte": "svelte", "cmake": "cmake", "nix": "nix",
 	"diff": "diff", "patch": "diff",
+	// Configuration: its "#" comments read as Markdown headed the lines
+	// under them (a walk with /etc's files and a Dockerfile.prod).
+	"ini": "ini", "cfg": "ini", "cnf": "ini", "desktop": "ini", "conf": "conf", "properties": "properties",
+	"env": "dotenv", "dockerfile": "dockerfile", "containerfile": "dockerfile", "tfvars": "hcl",
+	"bzl": "starlark", "bazel": "starlark", "ksh": "bash", "psm1": "powershell",
+	// systemd's units (INI).
+	"service": "ini", "socket": "ini", "timer": "ini", "mount": "ini", "automount": "ini", "target": "ini",
 }
 
 // codeNames maps a file name without an extension that says its language.
 var codeNames = map[string]string{
 	"dockerfile": "dockerfile", "containerfile": "dockerfile", "makefile": "makefile", "gnumakefile": "makefile",
 	"cmakelists.txt": "cmake", "go.mod": "go", "justfile": "makefile",
+	"jenkinsfile": "groovy", "vagrantfile": "ruby", "gemfile": "ruby", "rakefile": "ruby", "brewfile": "ruby",
+	"pipfile": "toml", ".env": "dotenv", ".editorconfig": "ini", ".gitconfig": "ini", ".gitmodules": "ini",
+	".npmrc": "ini", ".pylintrc": "ini", ".flake8": "ini", ".gitignore": "gitignore", ".dockerignore": "gitignore",
+	".npmignore": "gitignore", ".bashrc": "bash", ".bash_profile": "bash", ".bash_logout": "bash", ".profile": "bash",
+	".zshrc": "zsh", ".zprofile": "zsh", ".zshenv": "zsh",
+}
+
+// codePrefixes maps what a file name starts with to its language, for
+// names whose extension says which variant they are ("Dockerfile.prod",
+// ".env.local", "Makefile.am"), but for a Markdown or text extension
+// (proseExtensions: "Dockerfile.md" documents a Dockerfile).
+var codePrefixes = map[string]string{
+	"dockerfile.": "dockerfile", "containerfile.": "dockerfile", "makefile.": "makefile", ".env.": "dotenv",
+}
+
+// proseExtensions are Markdown's and plain text's, which no prefix
+// (codePrefixes) makes code.
+var proseExtensions = map[string]bool{
+	"md": true, "markdown": true, "mdx": true, "txt": true, "text": true, "rst": true, "adoc": true,
+	"asciidoc": true, "org": true, "html": true, "htm": true,
+}
+
+// interpreters maps a script's interpreter (its "#!" line's program,
+// version digits dropped) to its language where the two are not named
+// alike.
+var interpreters = map[string]string{
+	"sh": "bash", "dash": "bash", "ash": "bash", "ksh": "bash", "mksh": "bash", "node": "javascript",
+	"nodejs": "javascript", "deno": "javascript", "bun": "javascript", "ts-node": "typescript",
+	"rscript": "r", "pwsh": "powershell", "make": "makefile", "runghc": "haskell", "escript": "erlang",
+}
+
+// Language is the language of the source code a document holds, by its
+// name (CodeLanguage) or, when the name has no extension ("deploy",
+// "bin/run"), by the interpreter its "#!" line names ("#!/bin/sh"
+// "bash", "#!/usr/bin/env python3" "python"), whose "# comments" read as
+// headings; "" for Markdown or plain text.
+func Language(name, content string) string {
+	if lang := CodeLanguage(name); lang != "" {
+		return lang
+	}
+	if base := path.Base(baseName(name)); strings.LastIndexByte(base, '.') > 0 {
+		return ""
+	}
+	return scriptLanguage(content)
+}
+
+// scriptLanguage is the language of the interpreter content's "#!" line
+// names, "" when it opens with none.
+func scriptLanguage(content string) string {
+	content = strings.TrimPrefix(content, "\ufeff")
+	if !strings.HasPrefix(content, "#!") {
+		return ""
+	}
+	line, _, _ := strings.Cut(content[2:], "\n")
+	f := strings.Fields(line)
+	if len(f) == 0 {
+		return ""
+	}
+	prog := path.Base(f[0])
+	if prog == "env" { // "#!/usr/bin/env -S python3 -u": its program, after options and settings
+		prog = ""
+		for _, a := range f[1:] {
+			if !strings.HasPrefix(a, "-") && !strings.Contains(a, "=") {
+				prog = path.Base(a)
+				break
+			}
+		}
+	}
+	prog = strings.TrimRight(strings.ToLower(prog), "0123456789.")
+	if lang, ok := interpreters[prog]; ok {
+		return lang
+	}
+	if prog == "" || !infoString.MatchString(prog) {
+		return ""
+	}
+	return prog
 }
 
 // CodeLanguage is the language of the source code a document's name (a
@@ -45,23 +128,37 @@ func CodeLanguage(name string) string {
 	if u, err := url.Parse(name); err == nil && u.Scheme != "" && u.Host != "" {
 		name = u.Path // not its query or fragment
 	}
+	base := strings.ToLower(path.Base(baseName(name)))
+	if lang, ok := codeNames[base]; ok {
+		return lang
+	}
+	ext := ""
+	if i := strings.LastIndexByte(base, '.'); i > 0 {
+		ext = base[i+1:]
+	}
+	if lang, ok := codeExtensions[ext]; ok {
+		return lang
+	}
+	for prefix, lang := range codePrefixes {
+		if strings.HasPrefix(base, prefix) && !proseExtensions[ext] {
+			return lang
+		}
+	}
+	return ""
+}
+
+// baseName is name (a path, "\" or "/" separated, or a URL's path) with
+// "/" separators, without its query (from the first "?") or a fragment
+// (from a "#" in the last path element: "src/C#/Program.cs" keeps its
+// directory's): a download link's "?raw=1" or an editor's "#L10" made
+// "app.py?raw=1" Markdown, its "# comments" headings.
+func baseName(name string) string {
 	name = strings.ReplaceAll(name, `\`, "/")
-	// A query from the first "?"; a fragment from a "#" in the last path
-	// element ("src/C#/Program.cs" keeps its directory's): a download
-	// link's "?raw=1" or an editor's "#L10" made "app.py?raw=1" Markdown,
-	// its "# comments" headings.
 	name, _, _ = strings.Cut(name, "?")
 	if i := strings.LastIndexByte(name, '/'); strings.Contains(name[i+1:], "#") {
 		name = name[:i+1+strings.IndexByte(name[i+1:], '#')]
 	}
-	base := strings.ToLower(path.Base(name))
-	if lang, ok := codeNames[base]; ok {
-		return lang
-	}
-	if i := strings.LastIndexByte(base, '.'); i > 0 {
-		return codeExtensions[base[i+1:]]
-	}
-	return ""
+	return name
 }
 
 // codeFence is the fence of a code document's chunks: three backticks,

@@ -19,9 +19,36 @@ func TestCodeLanguage(t *testing.T) {
 		"app.py?raw=1": "python", "src/lib.rs#L10-L20": "rust", "deploy/Dockerfile?ref=main#top": "dockerfile",
 		"//cdn.example.com/app.js?v=3": "javascript", "README.md?plain=1": "", "notes?.go": "",
 		"samples/C#/Program.cs": "csharp", "samples/C#/Program.cs#L3": "csharp",
+		// Configuration, whose "#" comments are no headings.
+		"Dockerfile.prod": "dockerfile", "prod.Dockerfile": "dockerfile", "Containerfile.dev": "dockerfile",
+		"Dockerfile.md": "", "Makefile.am": "makefile", ".env": "dotenv", ".env.local": "dotenv", "prod.env": "dotenv",
+		".env.md": "", "my.ini": "ini", "setup.cfg": "ini", "my.cnf": "ini", "/etc/logrotate.conf": "conf",
+		"logging.properties": "properties", "e2scrub@.service": "ini", "apt-daily.timer": "ini",
+		".gitignore": "gitignore", ".bashrc": "bash", "Jenkinsfile": "groovy", "Gemfile": "ruby",
 	} {
 		if got := CodeLanguage(name); got != want {
 			t.Errorf("CodeLanguage(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+// TestLanguage: a document is code by its name, or, when its name has no
+// extension, by the interpreter its "#!" line names.
+func TestLanguage(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ name, content, want string }{
+		{"deploy", "#!/bin/sh\n# Deploy.\nmake\n", "bash"},
+		{"bin/run", "\ufeff#!/usr/bin/env -S PYTHONPATH=. python3.12 -u\nprint(1)\n", "python"},
+		{"serve", "#!/usr/bin/node\n", "javascript"},
+		{"tool", "#!/usr/bin/awk -f\n", "awk"},
+		{"app.py", "#!/bin/sh\n", "python"}, // the name first
+		{"notes.txt", "#!/bin/sh\n", ""},    // an extension says prose
+		{"notes", "# Notes\n\nText.\n", ""},
+		{"notes", "#!\n", ""},
+		{"notes", "#! \u00e9t\u00e9\n", ""},
+	} {
+		if got := Language(tt.name, tt.content); got != tt.want {
+			t.Errorf("Language(%q, %q) = %q, want %q", tt.name, tt.content, got, tt.want)
 		}
 	}
 }
@@ -167,6 +194,9 @@ func TestProtocolDocListsEveryCodeName(t *testing.T) {
 	}
 	for name, lang := range codeNames {
 		known[name] = lang
+	}
+	for prefix, lang := range codePrefixes {
+		known[prefix+"*"] = lang
 	}
 	for name, lang := range known {
 		if documented[name] != lang {

@@ -37,12 +37,13 @@ const DefaultInlineChunkBytes = 256 << 10
 
 // ChunkDocument cuts a document under its collection's settings (package
 // chunker): the store.Chunker of every put. A document whose source names
-// source code (chunker.CodeLanguage: "store.go", "app.py") is cut as code,
+// source code or configuration, or that is a script (chunker.Language:
+// "store.go", "app.py", "my.ini", a "#!" line) is cut as code,
 // each chunk fenced with its language, so that enrich injects it as code
 // (fenced code is written unescaped) where, read as Markdown, it was
 // escaped as prose and a Python comment was a heading.
 func ChunkDocument(c store.Collection, source, content string) ([]store.ChunkText, error) {
-	cs, err := chunker.Split(content, chunker.Config{MaxTokens: c.ChunkTokens, Overlap: c.OverlapTokens, Code: chunker.CodeLanguage(source)})
+	cs, err := chunker.Split(content, chunker.Config{MaxTokens: c.ChunkTokens, Overlap: c.OverlapTokens, Code: chunker.Language(source, content)})
 	if err != nil {
 		// The text, or the collection's chunk settings, refused.
 		return nil, store.InvalidDocument(err)
@@ -214,7 +215,7 @@ func (d docs) put(token string, data []byte) (call, error) {
 		// which has no headings, has text when it is not blank, which the
 		// store checks.)
 		source := cmp.Or(req.Source, req.DocID)
-		if chunker.CodeLanguage(source) == "" && utf8.ValidString(req.Content) && !strings.Contains(req.Content, "\x00") && !chunker.HasText(req.Content) {
+		if chunker.Language(source, req.Content) == "" && utf8.ValidString(req.Content) && !strings.Contains(req.Content, "\x00") && !chunker.HasText(req.Content) {
 			return nil, putError(store.InvalidDocument(store.ErrNoText))
 		}
 	}

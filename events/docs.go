@@ -52,8 +52,10 @@ type DocsPutRequest struct {
 	// At least one of them is required.
 	DocID string `json:"doc_id,omitempty"`
 	// Source is the document's file name or URL; DocID when absent. One
-	// naming source code by its extension or name ("store.go", "app.py",
-	// "Dockerfile") has the content chunked as code.
+	// naming source code or configuration by its extension or name
+	// ("store.go", "app.py", "Dockerfile", "my.ini", ".env"), or a name
+	// without an extension of content opening with "#!" (a script), has
+	// the content chunked as code.
 	Source string `json:"source,omitempty"`
 	// Content is the document's text, Markdown or source code.
 	Content string `json:"content"`

@@ -42,7 +42,8 @@ func runDocs(ctx context.Context, a *cli, args []string) (err error) {
        memoryd docs grant --scope S --user U [--revoke]
 
 Knowledge base documents (docs/protocol.md, Documents). put stores each FILE
-(text or Markdown; source code by its extension, .go, .py, .ts, ..., is
+(text or Markdown; source code and configuration by its extension or
+name, .go, .py, .ts, .ini, .conf, Dockerfile.prod, ..., and #! scripts are
 chunked as code) under its file name as the document id (--id for a single
 file; files of one put with the same name are not put), printing one line
 per file; it exits non-zero if any file failed.

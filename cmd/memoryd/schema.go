@@ -247,7 +247,7 @@ var fieldRules = map[string]map[string]fieldRule{
 		"user_id":    docsUserRule,
 		"collection": collectionRule,
 		"doc_id":     {maxBytes: store.MaxDocIDBytes, description: "the source when absent; one of doc_id and source is required"},
-		"source":     {maxBytes: store.MaxDocIDBytes, description: "the doc_id when absent; a name of source code by its extension or name (store.go, app.py, Dockerfile) has the content chunked as code"},
+		"source":     {maxBytes: store.MaxDocIDBytes, description: "the doc_id when absent; a name of source code or configuration by its extension or name (store.go, app.py, Dockerfile, my.ini, .env), or an extensionless name of content opening with #!, has the content chunked as code"},
 		"content":    {description: "text, Markdown or source code (see source), UTF-8 without NUL; at most serve's --max-document-bytes (default 8 MiB)"},
 		"metadata":   {description: fmt.Sprintf("a JSON object of at most %d bytes", store.MaxMetadataBytes)},
 		"chunk_tokens": {minimum: 0, maximum: chunker.MaxMaxTokens,

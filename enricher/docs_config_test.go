@@ -1,0 +1,62 @@
+package enricher_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// configFiles are configuration files as users keep them (a Dockerfile
+// per environment, dotenv, INI, a systemd unit, Java properties, a
+// conf file, a script named without an extension), each with "#"
+// comments a Markdown reader takes for headings, by the fence
+// language their chunks should name.
+var configFiles = map[string]struct{ lang, content string }{
+	"Dockerfile.prod": {"dockerfile", "# Build stage\nFROM golang:1.26 AS build\nRUN go build -o /out/app ./cmd/app\n\n# Runtime stage\nFROM gcr.io/distroless/static\nCOPY --from=build /out/app /app\n"},
+	".env":            {"dotenv", "# Database settings\nDATABASE_URL=postgres://localhost/app\n\n# Sessions\nSESSION_SECRET=walrus\n"},
+	".env.production": {"dotenv", "# Feature flags\nENABLE_WALRUS=true\n"},
+	"my.ini":          {"ini", "[mysqld]\n# The port\nport = 3306\n\n[client]\n# The socket\nsocket = /var/run/mysqld.sock\n"},
+	"setup.cfg":       {"ini", "[flake8]\n# Long lines\nmax-line-length = 100\n"},
+	"app.service":     {"ini", "[Unit]\nDescription=Walrus daemon\n\n# Restart it\n[Service]\nExecStart=/usr/bin/walrus\nRestart=always\n"},
+	"app.properties":  {"properties", "# Server\nserver.port=8080\n# Walrus\nwalrus.name=tusk\n"},
+	"logrotate.conf":  {"conf", "# rotate log files weekly\nweekly\n\n# keep 4 weeks worth of backlogs\nrotate 4\n"},
+	"deploy":          {"bash", "#!/usr/bin/env bash\n# Deploy the walrus.\nset -euo pipefail\n\n# Build\nmake build\n"},
+	"Jenkinsfile":     {"groovy", "// Pipeline\npipeline {\n  agent any\n}\n"},
+}
+
+// TestConfigFilesAreChunkedAsCode: configuration files put into a
+// knowledge base are chunked as code, each chunk fenced with the file's
+// language and without a heading path: their "# comments" are not
+// headings. Before, Dockerfile.prod, .env, .ini, .cfg, .conf,
+// .properties, systemd units and scripts without an extension were read
+// as Markdown, each comment the heading of the lines under it.
+func TestConfigFilesAreChunkedAsCode(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	for source, f := range configFiles {
+		if _, err := h.client.PutDocument(ctxT(t), events.DocsPutRequest{UserID: "alice", Collection: "config", Source: source, Content: f.content}); err != nil {
+			t.Fatalf("put %s: %v", source, err)
+		}
+	}
+	fifty := 50
+	r, err := h.client.SearchDocuments(ctxT(t), events.DocsSearchRequest{UserID: "alice", Query: "walrus port rotate build flags pipeline line", MaxResults: &fifty})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, c := range r.Chunks {
+		seen[c.Source] = true
+		f := configFiles[c.Source]
+		if len(c.HeadingPath) != 0 || !strings.HasPrefix(c.Text, "```"+f.lang+"\n") || !strings.HasSuffix(c.Text, "\n```") {
+			t.Errorf("%s: chunk %d has headings %q and text %q, want %s code without headings", c.Source, c.ChunkIndex, c.HeadingPath, c.Text, f.lang)
+		}
+	}
+	for source := range configFiles {
+		if !seen[source] {
+			t.Errorf("%s: no chunk found", source)
+		}
+	}
+}
