@@ -259,11 +259,21 @@ func putError(err error) error {
 			"documents cap reached: this %d byte document does not fit under the documents cap (serve's --max-docs-size) of %d bytes, which all users' documents share",
 			ce.Size, ce.Cap)}
 	}
+	if errors.Is(err, store.ErrNoText) {
+		// What to do, not only why: a file of "#" comments named as
+		// Markdown (a conf file, a script) is taken under its name.
+		return badRequest("%s: %s", strings.TrimPrefix(err.Error(), "put document: "), noTextAdvice)
+	}
 	if errors.Is(err, store.ErrInvalidDocument) {
 		return badRequest("%s", strings.TrimPrefix(err.Error(), "put document: "))
 	}
 	return err
 }
+
+// noTextAdvice follows the 400 of a document of headings only.
+const noTextAdvice = `add text under its headings, or, when its "#" lines are comments (configuration, a script), ` +
+	`put it under a name that says its language, an extension such as .conf, .ini, .sh or .py ` +
+	`(docs/protocol.md, "docs.put", lists the names)`
 
 func (d docs) delete(token string, data []byte) (call, error) {
 	var req events.DocsDeleteRequest

@@ -60,3 +60,23 @@ func TestConfigFilesAreChunkedAsCode(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsPutOfHeadingsOnlySaysWhatToDo: the 400 of a document with no
+// text outside its headings says what to do: add text under them, or,
+// when its "#" lines are comments, name it by its language; and that
+// advice works: the same content put under a name with an extension of
+// code is taken. Before, the 400 said why only ("nothing to search").
+func TestDocsPutOfHeadingsOnlySaysWhatToDo(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	content := "# Restart the walrus daemon nightly\n# systemctl restart walrus\n"
+	_, err := h.client.PutDocument(ctxT(t), events.DocsPutRequest{UserID: "alice", Collection: "c", Source: "walrus-notes", Content: content})
+	if svcCode(err) != 400 || !strings.Contains(err.Error(), "add text under its headings") || !strings.Contains(err.Error(), "an extension such as .conf, .ini, .sh") {
+		t.Fatalf("put of headings only: %v; want a 400 saying to add text under its headings or to name it by its language's extension", err)
+	}
+	r, err := h.client.PutDocument(ctxT(t), events.DocsPutRequest{UserID: "alice", Collection: "c", Source: "walrus-notes.sh", Content: content})
+	if err != nil || r.Chunks != 1 {
+		t.Fatalf("put as walrus-notes.sh: %+v, %v; want it taken as code", r, err)
+	}
+}
