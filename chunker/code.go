@@ -3,6 +3,7 @@ package chunker
 import (
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 	"unicode"
 )
@@ -68,6 +69,26 @@ var interpreters = map[string]string{
 	"sh": "bash", "dash": "bash", "ash": "bash", "ksh": "bash", "mksh": "bash", "node": "javascript",
 	"nodejs": "javascript", "deno": "javascript", "bun": "javascript", "ts-node": "typescript",
 	"rscript": "r", "pwsh": "powershell", "make": "makefile", "runghc": "haskell", "escript": "erlang",
+}
+
+// Version numbers how Split cuts documents. Raise it with a change to
+// chunking that documents already stored should get (a fix of their
+// chunks): docs.put cuts a document again when it is put with the
+// content it holds if another version cut it (Chunking), where such a
+// put wrote nothing and the document kept its old chunks until its
+// content changed.
+const Version = 1
+
+// Chunking names how Split cuts the document named name holding
+// content: Version, and the Language it is cut as, "1 go" for Go, "1"
+// for Markdown or plain text. docs.put keeps it with the document and
+// cuts the document again at a put of its content under a name that
+// cuts it otherwise, or after an upgrade that raised Version.
+func Chunking(name, content string) string {
+	if lang := Language(name, content); lang != "" {
+		return strconv.Itoa(Version) + " " + lang
+	}
+	return strconv.Itoa(Version)
 }
 
 // Language is the language of the source code a document holds, by its

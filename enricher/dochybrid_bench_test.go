@@ -44,7 +44,7 @@ func seedChunkVectors(b *testing.B, st *store.Store, put store.PutResult) {
 		for j := range v {
 			v[j] = common[j] + 0.6*topic[j] + 0.6*noise[j]
 		}
-		ws[i] = store.ChunkEmbeddingWrite{ChunkIndex: tg.ChunkIndex, Dims: dims, Vector: embedding.Encode(v)}
+		ws[i] = store.ChunkEmbeddingWrite{ChunkIndex: tg.ChunkIndex, Sum: tg.Sum, Dims: dims, Vector: embedding.Encode(v)}
 	}
 	for part := range slices.Chunk(ws, 2000) {
 		if _, err := st.SaveChunkEmbeddings(ctx, "bench", put.Collection.ID, put.DocID, put.Hash, part); err != nil {

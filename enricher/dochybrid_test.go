@@ -41,7 +41,7 @@ func embedChunks(t *testing.T, st *store.Store, emb *embedding.Client) {
 		}
 		ws := make([]store.ChunkEmbeddingWrite, len(ts))
 		for i, tg := range ts {
-			ws[i] = store.ChunkEmbeddingWrite{ChunkIndex: tg.ChunkIndex, Dims: len(vs[i]), Vector: embedding.Encode(vs[i])}
+			ws[i] = store.ChunkEmbeddingWrite{ChunkIndex: tg.ChunkIndex, Sum: tg.Sum, Dims: len(vs[i]), Vector: embedding.Encode(vs[i])}
 		}
 		if n, err := st.SaveChunkEmbeddings(ctx, emb.Model(), d.CollectionID, d.DocID, d.Hash, ws); err != nil || n != int64(len(ws)) {
 			t.Fatalf("saved %d of %d chunk vectors: %v", n, len(ws), err)

@@ -197,6 +197,7 @@ func (d docs) put(token string, data []byte) (call, error) {
 	largest := 0
 	put := store.DocumentPut{Owner: o, Collection: req.Collection, ChunkTokens: req.ChunkTokens, OverlapTokens: req.OverlapTokens,
 		DocID: req.DocID, Source: req.Source, Content: req.Content, Metadata: req.Metadata,
+		Chunking: chunker.Chunking(cmp.Or(req.Source, req.DocID), req.Content),
 		Chunk: func(c store.Collection, source, content string) ([]store.ChunkText, error) {
 			cs, err := ChunkDocument(c, source, content)
 			largest = 0

@@ -4,7 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memoryd/memoryd/enricher"
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
 )
 
@@ -78,5 +80,48 @@ func TestDocsPutOfHeadingsOnlySaysWhatToDo(t *testing.T) {
 	r, err := h.client.PutDocument(ctxT(t), events.DocsPutRequest{UserID: "alice", Collection: "c", Source: "walrus-notes.sh", Content: content})
 	if err != nil || r.Chunks != 1 {
 		t.Fatalf("put as walrus-notes.sh: %+v, %v; want it taken as code", r, err)
+	}
+}
+
+// TestRePutRechunksAnOlderChunking: a document whose chunks an older
+// memoryd cut (here a code document cut as Markdown, as before code
+// documents were chunked as code: no chunking recorded) is cut again by
+// a put of its same content, and a put after that is unchanged. Before,
+// the re-put wrote nothing ("unchanged": its content's hash was the
+// stored one) and the document kept its prose chunks, a "# comment"
+// their heading, until its content changed.
+func TestRePutRechunksAnOlderChunking(t *testing.T) {
+	t.Parallel()
+	st := storetest.New(t)
+	h := start(t, st, nil)
+	// As the release before put it: as Markdown, whatever its name.
+	asMarkdown := func(c store.Collection, source, content string) ([]store.ChunkText, error) {
+		return enricher.ChunkDocument(c, "app.md", content)
+	}
+	if _, err := st.PutDocument(ctxT(t), store.DocumentPut{Owner: store.Owner{User: "alice"}, Collection: "code", Source: "app.py", Content: appModule, Chunk: asMarkdown}); err != nil {
+		t.Fatal(err)
+	}
+	fifty := 50
+	chunks := func() []events.DocChunk {
+		r, err := h.client.SearchDocuments(ctxT(t), events.DocsSearchRequest{UserID: "alice", Query: "port app listens settings", MaxResults: &fifty})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Chunks
+	}
+	if cs := chunks(); len(cs) == 0 || len(cs[0].HeadingPath) == 0 {
+		t.Fatalf("the older put's chunks: %+v, want Markdown's, headed by a comment", cs)
+	}
+	r, err := h.client.PutDocument(ctxT(t), events.DocsPutRequest{UserID: "alice", Collection: "code", Source: "app.py", Content: appModule})
+	if err != nil || r.Unchanged || r.Chunks == 0 {
+		t.Fatalf("put again of the same content: %+v, %v; want it cut again", r, err)
+	}
+	for _, c := range chunks() {
+		if len(c.HeadingPath) != 0 || !strings.HasPrefix(c.Text, "```python\n") {
+			t.Errorf("after the put again, chunk %d: headings %q, text %q; want Python code without headings", c.ChunkIndex, c.HeadingPath, c.Text)
+		}
+	}
+	if r, err := h.client.PutDocument(ctxT(t), events.DocsPutRequest{UserID: "alice", Collection: "code", Source: "app.py", Content: appModule}); err != nil || !r.Unchanged {
+		t.Errorf("a third put of the same content: %+v, %v; want unchanged", r, err)
 	}
 }

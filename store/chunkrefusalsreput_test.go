@@ -21,7 +21,7 @@ func TestChunkRefusalsGoWithTheirDocumentsChunks(t *testing.T) {
 		t.Fatalf("document a has %d chunks, want 2 or more", a.Chunks)
 	}
 	for _, r := range []store.PutResult{a, b} {
-		if n, err := s.SaveChunkEmbeddingRefusals(ctx, "m", r.Collection.ID, r.DocID, r.Hash, []int{0, 1}); err != nil || n != 2 {
+		if n, err := s.SaveChunkEmbeddingRefusals(ctx, "m", r.Collection.ID, r.DocID, r.Hash, chunkTargets(t, ctx, s, r, "m")[:2]); err != nil || n != 2 {
 			t.Fatalf("document %s: %d refusals saved (%v), want 2", r.DocID, n, err)
 		}
 	}

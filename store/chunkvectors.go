@@ -72,6 +72,16 @@ type ChunkEmbeddingTarget struct {
 	ChunkIndex  int
 	HeadingPath []string
 	Text        string
+	// Sum identifies the chunk's heading path and text (chunkSum): its
+	// write (ChunkEmbeddingWrite) or refusal names it, so that nothing is
+	// saved for a chunk cut again meanwhile (a put of the same content
+	// under another chunking) at the same index of the same content.
+	Sum string
+}
+
+// chunkSum is the SQL of a chunk's Sum, ch its doc_chunks row.
+func chunkSum(ch string) string {
+	return `md5(` + ch + `.heading_path::text || ` + ch + `.text)`
 }
 
 // ChunkEmbeddingTargets returns the chunks from..to-1 of the document that
@@ -80,7 +90,7 @@ type ChunkEmbeddingTarget struct {
 // content (a later put replaced it and enqueued its own jobs). Chunks the
 // server refused for model (SaveChunkEmbeddingRefusals) are left out.
 func (s *Store) ChunkEmbeddingTargets(ctx context.Context, collectionID int64, docID, hash string, from, to int, model string) ([]ChunkEmbeddingTarget, error) {
-	rows, err := s.db.Query(ctx, `SELECT ch.chunk_index, ch.heading_path, ch.text
+	rows, err := s.db.Query(ctx, `SELECT ch.chunk_index, ch.heading_path, ch.text, `+chunkSum("ch")+`
 		FROM documents d JOIN doc_chunks ch ON ch.collection_id = d.collection_id AND ch.doc_id = d.doc_id
 		WHERE d.collection_id = $1 AND d.doc_id = $2 AND d.content_hash = $3 AND d.status = 'ready'
 		  AND ch.chunk_index >= $4 AND ch.chunk_index < $5
@@ -93,7 +103,7 @@ func (s *Store) ChunkEmbeddingTargets(ctx context.Context, collectionID int64, d
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ChunkEmbeddingTarget, error) {
 		var t ChunkEmbeddingTarget
-		err := r.Scan(&t.ChunkIndex, &t.HeadingPath, &t.Text)
+		err := r.Scan(&t.ChunkIndex, &t.HeadingPath, &t.Text, &t.Sum)
 		return t, err
 	})
 	if err != nil {
@@ -105,6 +115,9 @@ func (s *Store) ChunkEmbeddingTargets(ctx context.Context, collectionID int64, d
 // ChunkEmbeddingWrite is one chunk vector to save.
 type ChunkEmbeddingWrite struct {
 	ChunkIndex int
+	// Sum is the chunk's, as its target had it (ChunkEmbeddingTarget):
+	// the vector is saved only while the chunk at ChunkIndex is that one.
+	Sum string
 	// Dims is the vector's dimensions; Vector its stored form
 	// (embedding.Encode).
 	Dims   int
@@ -126,8 +139,9 @@ func (s *Store) shareCollection(ctx context.Context, collectionID int64) (bool, 
 // SaveChunkEmbeddings saves vectors of model for chunks of the document's
 // content of hash, replacing a chunk's earlier vector of the same model.
 // Nothing is saved when the document no longer holds that content (a
-// re-put raced the job), nor for a chunk that is gone, even when the re-put
-// commits while the statement runs. It returns how many were saved. Run it
+// re-put raced the job), nor for a chunk that is gone or was cut again
+// (its Sum differs: a put of the same content cut it otherwise), even
+// when the re-put commits while the statement runs. It returns how many were saved. Run it
 // outside a transaction (it runs one of its own): such a race aborts the
 // statement.
 //
@@ -144,9 +158,9 @@ func (s *Store) SaveChunkEmbeddings(ctx context.Context, model string, collectio
 	if len(ws) == 0 {
 		return 0, nil
 	}
-	idx, dims, vecs := make([]int32, len(ws)), make([]int32, len(ws)), make([][]byte, len(ws))
+	idx, dims, vecs, sums := make([]int32, len(ws)), make([]int32, len(ws)), make([][]byte, len(ws)), make([]string, len(ws))
 	for i, w := range ws {
-		idx[i], dims[i], vecs[i] = int32(w.ChunkIndex), int32(w.Dims), w.Vector
+		idx[i], dims[i], vecs[i], sums[i] = int32(w.ChunkIndex), int32(w.Dims), w.Vector, w.Sum
 	}
 	var saved int64
 	err := s.inTx(ctx, func(q *Store) error {
@@ -168,13 +182,14 @@ func (s *Store) SaveChunkEmbeddings(ctx context.Context, model string, collectio
 			INSERT INTO chunk_embeddings AS e (collection_id, doc_id, chunk_index, model, content_hash, dims, vector)
 			SELECT d.collection_id, d.doc_id, ch.chunk_index, $4, d.content_hash, w.d, w.v
 			FROM documents d
-			JOIN unnest($5::int[], $6::int[], $7::bytea[]) AS w(i, d, v) ON true
+			JOIN unnest($5::int[], $6::int[], $7::bytea[], $8::text[]) AS w(i, d, v, s) ON true
 			JOIN doc_chunks ch ON ch.collection_id = d.collection_id AND ch.doc_id = d.doc_id AND ch.chunk_index = w.i
+				AND `+chunkSum("ch")+` = w.s
 			WHERE d.collection_id = $1 AND d.doc_id = $2 AND d.content_hash = $3 AND d.status = 'ready'
 			ORDER BY ch.chunk_index
 			ON CONFLICT (collection_id, model, doc_id, chunk_index) DO UPDATE
 				SET content_hash = excluded.content_hash, dims = excluded.dims, vector = excluded.vector, created_at = now()`,
-			collectionID, docID, hash, model, idx, dims, vecs)
+			collectionID, docID, hash, model, idx, dims, vecs, sums)
 		if err != nil {
 			return err
 		}
@@ -283,20 +298,21 @@ func refusedChunks(d, modelParam string) string {
 }
 
 // SaveChunkEmbeddingRefusals records that the embeddings server refused
-// the texts of the document's chunks idx (of its content of hash) for
-// model (as input, or answered with vectors of other dimensions than
-// the model's), so that MissingChunkEmbeddings (the sweep, a backfill) and
-// ChunkEmbeddingTargets leave them out until the document's content or
-// the model changes. Nothing is recorded when the document no longer
-// holds that content. It returns how many were recorded. It locks as
+// the texts of the document's chunks refused (targets of its content of
+// hash, by index and Sum) for model (as input, or answered with vectors
+// of other dimensions than the model's), so that MissingChunkEmbeddings
+// (the sweep, a backfill) and ChunkEmbeddingTargets leave them out until
+// the document's content or the model changes. Nothing is recorded when
+// the document no longer holds that content, nor for a chunk cut again
+// since (its Sum differs). It returns how many were recorded. It locks as
 // SaveChunkEmbeddings does, and runs outside a transaction as it does.
-func (s *Store) SaveChunkEmbeddingRefusals(ctx context.Context, model string, collectionID int64, docID, hash string, idx []int) (int64, error) {
-	if len(idx) == 0 {
+func (s *Store) SaveChunkEmbeddingRefusals(ctx context.Context, model string, collectionID int64, docID, hash string, refused []ChunkEmbeddingTarget) (int64, error) {
+	if len(refused) == 0 {
 		return 0, nil
 	}
-	is := make([]int32, len(idx))
-	for i, x := range idx {
-		is[i] = int32(x)
+	is, sums := make([]int32, len(refused)), make([]string, len(refused))
+	for i, t := range refused {
+		is[i], sums[i] = int32(t.ChunkIndex), t.Sum
 	}
 	var saved int64
 	err := s.inTx(ctx, func(q *Store) error {
@@ -309,12 +325,12 @@ func (s *Store) SaveChunkEmbeddingRefusals(ctx context.Context, model string, co
 		tag, err := q.db.Exec(ctx, `
 			INSERT INTO chunk_embedding_refusals AS r (collection_id, doc_id, chunk_index, model, content_hash)
 			SELECT ch.collection_id, ch.doc_id, ch.chunk_index, $4, $3
-			FROM doc_chunks ch JOIN unnest($5::int[]) AS w(i) ON ch.chunk_index = w.i
+			FROM doc_chunks ch JOIN unnest($5::int[], $6::text[]) AS w(i, s) ON ch.chunk_index = w.i AND `+chunkSum("ch")+` = w.s
 			WHERE ch.collection_id = $1 AND ch.doc_id = $2
 			ORDER BY ch.chunk_index
 			ON CONFLICT (collection_id, model, doc_id, chunk_index) DO UPDATE
 				SET content_hash = excluded.content_hash, refused_at = now()`,
-			collectionID, docID, hash, model, is)
+			collectionID, docID, hash, model, is, sums)
 		if err != nil {
 			return err
 		}

@@ -23,15 +23,22 @@ func saveChunkVectors(t *testing.T, ctx context.Context, s *store.Store, r store
 // for.
 func chunkVectorWrites(t *testing.T, ctx context.Context, s *store.Store, r store.PutResult, model string) []store.ChunkEmbeddingWrite {
 	t.Helper()
+	ts := chunkTargets(t, ctx, s, r, model)
+	ws := make([]store.ChunkEmbeddingWrite, len(ts))
+	for i, tg := range ts {
+		ws[i] = store.ChunkEmbeddingWrite{ChunkIndex: tg.ChunkIndex, Sum: tg.Sum, Dims: 4, Vector: []byte{0, 0, 128, 63, 1, 2, 3, 4}}
+	}
+	return ws
+}
+
+// chunkTargets are the chunks of r that model has no vector for.
+func chunkTargets(t *testing.T, ctx context.Context, s *store.Store, r store.PutResult, model string) []store.ChunkEmbeddingTarget {
+	t.Helper()
 	ts, err := s.ChunkEmbeddingTargets(ctx, r.Collection.ID, r.DocID, r.Hash, 0, 1000, model)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws := make([]store.ChunkEmbeddingWrite, len(ts))
-	for i, tg := range ts {
-		ws[i] = store.ChunkEmbeddingWrite{ChunkIndex: tg.ChunkIndex, Dims: 4, Vector: []byte{0, 0, 128, 63, 1, 2, 3, 4}}
-	}
-	return ws
+	return ts
 }
 
 func collectionVectors(t *testing.T, ctx context.Context, s *store.Store, id int64, model string) store.CollectionVectors {

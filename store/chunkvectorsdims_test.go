@@ -19,9 +19,10 @@ func TestCollectionVectorsOfTheRecordedDimensions(t *testing.T) {
 	if d, err := s.EmbeddingDims(ctx, "m", 4); err != nil || d != 4 {
 		t.Fatalf("EmbeddingDims = %d, %v", d, err)
 	}
+	ts := chunkTargets(t, ctx, s, r, "m")
 	if _, err := s.SaveChunkEmbeddings(ctx, "m", r.Collection.ID, r.DocID, r.Hash, []store.ChunkEmbeddingWrite{
-		{ChunkIndex: 0, Dims: 4, Vector: []byte{0, 0, 128, 63, 1, 2, 3, 4}},
-		{ChunkIndex: 1, Dims: 2, Vector: []byte{0, 0, 128, 63, 1, 2}},
+		{ChunkIndex: 0, Sum: ts[0].Sum, Dims: 4, Vector: []byte{0, 0, 128, 63, 1, 2, 3, 4}},
+		{ChunkIndex: 1, Sum: ts[1].Sum, Dims: 2, Vector: []byte{0, 0, 128, 63, 1, 2}},
 	}); err != nil {
 		t.Fatal(err)
 	}

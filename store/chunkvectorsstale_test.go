@@ -76,7 +76,7 @@ func TestSaveChunkEmbeddingsOvertakenByACommittedRePut(t *testing.T) {
 		}
 		nws := make([]store.ChunkEmbeddingWrite, len(ts))
 		for i, tg := range ts {
-			nws[i] = store.ChunkEmbeddingWrite{ChunkIndex: tg.ChunkIndex, Dims: 4, Vector: []byte{0, 0, 128, 63, 9, 9, 9, 9}}
+			nws[i] = store.ChunkEmbeddingWrite{ChunkIndex: tg.ChunkIndex, Sum: tg.Sum, Dims: 4, Vector: []byte{0, 0, 128, 63, 9, 9, 9, 9}}
 		}
 		n, err := s.SaveChunkEmbeddings(ctx, "m", r.Collection.ID, r.DocID, r.Hash, nws)
 		done <- reput{r, n, err}

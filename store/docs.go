@@ -161,6 +161,13 @@ type DocumentPut struct {
 	Content string
 	// Metadata is a JSON object of at most MaxMetadataBytes, or empty.
 	Metadata json.RawMessage
+	// Chunking names how Chunk (or the index job) cuts this document
+	// (chunker.Chunking), kept with it: a put of the content the
+	// document holds cuts it again when its chunking differs (an older
+	// release cut it, or it was put under a name that cut it as another
+	// language), where it writes nothing otherwise. Empty: not compared
+	// (the document is unchanged by its content alone) and kept empty.
+	Chunking string
 	// Chunk, when set, cuts the content now, in the put's transaction: the
 	// document is ready when PutDocument returns. When nil the document is
 	// stored pending and IndexDocument writes its chunks later (call
@@ -454,13 +461,17 @@ func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, erro
 				p.Collection, c.OverlapTokens, p.OverlapTokens))
 		}
 		r.Collection = c
-		var hash, status string
+		var hash, status, chunking string
 		var chunks int
 		var oldSize int64
-		err = q.db.QueryRow(ctx, `SELECT content_hash, status, chunks, size_bytes FROM documents
-			WHERE collection_id = $1 AND doc_id = $2 FOR UPDATE`, c.ID, p.DocID).Scan(&hash, &status, &chunks, &oldSize)
+		err = q.db.QueryRow(ctx, `SELECT content_hash, status, chunks, size_bytes, chunking FROM documents
+			WHERE collection_id = $1 AND doc_id = $2 FOR UPDATE`, c.ID, p.DocID).Scan(&hash, &status, &chunks, &oldSize, &chunking)
+		// Chunks cut another way (an older release, another language's
+		// name) are cut again: the same content wrote nothing, and the
+		// document kept them until its content changed.
+		sameCut := p.Chunking == "" || chunking == p.Chunking
 		switch {
-		case err == nil && hash == r.Hash && (status != DocPending || p.Chunk == nil):
+		case err == nil && hash == r.Hash && sameCut && (status != DocPending || p.Chunk == nil):
 			// A pending document put again with its content is left as it
 			// is, and the caller enqueues its chunking job again (the last
 			// one may be lost); one the caller chunks now is written below.
@@ -469,6 +480,11 @@ func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, erro
 		case err != nil && !errors.Is(err, pgx.ErrNoRows):
 			return fmt.Errorf("read document: %w", err)
 		}
+		// put_at is the last put of new content: a put cutting a ready
+		// document's content again (chunks cut another way) is no new
+		// write of the user's for a forget (see migration 066), as a put
+		// of the content it holds writes nothing.
+		recut := err == nil && hash == r.Hash && status != DocPending
 		if err := q.checkDocsCap(ctx, p.MaxTotalBytes, c.ID, p.DocID, int64(len(p.Content)), oldSize); err != nil {
 			return err
 		}
@@ -486,13 +502,13 @@ func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, erro
 			r.Status, r.Chunks = DocReady, len(cut)
 		}
 		if _, err := q.db.Exec(ctx, `
-			INSERT INTO documents (collection_id, doc_id, source, content_hash, content, metadata, size_bytes, status, chunks, put_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now())
+			INSERT INTO documents (collection_id, doc_id, source, content_hash, content, metadata, size_bytes, status, chunks, put_at, chunking)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now(), $10)
 			ON CONFLICT (collection_id, doc_id) DO UPDATE SET source = excluded.source,
 				content_hash = excluded.content_hash, content = excluded.content, metadata = excluded.metadata,
 				size_bytes = excluded.size_bytes, status = excluded.status, chunks = excluded.chunks, updated_at = now(),
-				put_at = now()`,
-			c.ID, p.DocID, p.Source, r.Hash, p.Content, []byte(p.Metadata), len(p.Content), r.Status, r.Chunks); err != nil {
+				put_at = CASE WHEN $11 THEN documents.put_at ELSE now() END, chunking = excluded.chunking`,
+			c.ID, p.DocID, p.Source, r.Hash, p.Content, []byte(p.Metadata), len(p.Content), r.Status, r.Chunks, p.Chunking, recut); err != nil {
 			return fmt.Errorf("write document: %w", err)
 		}
 		if err := q.writeChunks(ctx, c, p.DocID, cut); err != nil {

@@ -260,16 +260,16 @@ func (w *Worker) embedChunks(ctx context.Context, args ChunkEmbedArgs) (int, err
 		err = refusedAll(err, vs, gaveUp)
 	}
 	saved, k := 0, 0
-	var refused [][]int
+	var refused [][]store.ChunkEmbeddingTarget
 	for i, r := range ranges {
 		writes := make([]store.ChunkEmbeddingWrite, 0, len(targets[i]))
-		var rs []int
+		var rs []store.ChunkEmbeddingTarget
 		for _, t := range targets[i] {
 			if vs != nil && vs[k] != nil {
-				writes = append(writes, store.ChunkEmbeddingWrite{ChunkIndex: t.ChunkIndex, Dims: len(vs[k]), Vector: embedding.Encode(vs[k])})
+				writes = append(writes, store.ChunkEmbeddingWrite{ChunkIndex: t.ChunkIndex, Sum: t.Sum, Dims: len(vs[k]), Vector: embedding.Encode(vs[k])})
 			}
 			if gaveUp[k] {
-				rs = append(rs, t.ChunkIndex)
+				rs = append(rs, t)
 			}
 			k++
 		}

@@ -1,0 +1,77 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/store"
+)
+
+// TestPutDocumentCutsAgainAnotherChunking: a put of the content a
+// document holds writes nothing while its chunking is the put's (or the
+// put names none), and cuts the document again when it differs: the new
+// chunks, the put's source and metadata and its chunking written, its
+// put_at (the last put of new content, for a forget) kept. Before, such
+// a put wrote nothing, and the document kept the chunks an older
+// release cut until its content changed.
+func TestPutDocumentCutsAgainAnotherChunking(t *testing.T) {
+	ctx, s := setup(t)
+	old := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "app", Source: "app.md", Content: guide})
+	putAt := func() time.Time {
+		t.Helper()
+		var at time.Time
+		if err := s.Pool().QueryRow(context.Background(), `SELECT coalesce(put_at, created_at) FROM documents WHERE doc_id = 'app'`).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+	first := putAt()
+	if r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "app", Source: "app.md", Content: guide}); !r.Unchanged {
+		t.Fatalf("a put naming no chunking: %+v, want unchanged", r)
+	}
+	r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "app", Source: "app.py", Content: guide, Chunking: "1 python",
+		Metadata: []byte(`{"v":2}`)})
+	if r.Unchanged || r.Chunks == 0 || r.Hash != old.Hash {
+		t.Fatalf("a put of another chunking: %+v, want it cut again", r)
+	}
+	var source, chunking, metadata, text string
+	if err := s.Pool().QueryRow(context.Background(), `SELECT d.source, d.chunking, d.metadata::text, ch.text FROM documents d
+		JOIN doc_chunks ch USING (collection_id, doc_id) WHERE d.doc_id = 'app' AND ch.chunk_index = 0`).Scan(&source, &chunking, &metadata, &text); err != nil {
+		t.Fatal(err)
+	}
+	if source != "app.py" || chunking != "1 python" || metadata != `{"v": 2}` || text[:9] != "```python" {
+		t.Errorf("after the cut: source %q, chunking %q, metadata %s, chunk 0 %q", source, chunking, metadata, text)
+	}
+	if at := putAt(); !at.Equal(first) {
+		t.Errorf("the cut moved put_at %v → %v: the content is the same", first, at)
+	}
+	if r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "app", Source: "app.py", Content: guide, Chunking: "1 python"}); !r.Unchanged {
+		t.Errorf("a put of the same chunking again: %+v, want unchanged", r)
+	}
+}
+
+// TestChunkVectorsOfChunksCutAgainAreNotSaved: an embedding job that read
+// a document's chunks before a put cut the same content again (another
+// chunking) saves no vector and records no refusal for the new chunks:
+// their texts are not the ones it embedded. The content's hash, which
+// such a save checked, is the same.
+func TestChunkVectorsOfChunksCutAgainAreNotSaved(t *testing.T) {
+	ctx, s := setup(t)
+	r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "app", Source: "app.md", Content: guide})
+	ts := chunkTargets(t, ctx, s, r, "m")
+	ws := chunkVectorWrites(t, ctx, s, r, "m")
+	if len(ws) < 2 {
+		t.Fatalf("%d targets, want 2 or more", len(ws))
+	}
+	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "app", Source: "app.py", Content: guide, Chunking: "1 python"})
+	if n, err := s.SaveChunkEmbeddings(ctx, "m", r.Collection.ID, r.DocID, r.Hash, ws); err != nil || n != 0 {
+		t.Errorf("vectors of the chunks cut before: %d saved (%v), want none", n, err)
+	}
+	if n, err := s.SaveChunkEmbeddingRefusals(ctx, "m", r.Collection.ID, r.DocID, r.Hash, ts[:2]); err != nil || n != 0 {
+		t.Errorf("refusals of the chunks cut before: %d recorded (%v), want none", n, err)
+	}
+	if n := saveChunkVectors(t, ctx, s, r, "m"); n == 0 {
+		t.Errorf("vectors of the new chunks: none saved")
+	}
+}
