@@ -10,13 +10,14 @@ import (
 )
 
 // injectedLine is a line of a chunk's fenced code as system and markdown
-// injections write it: its leading tabs as four spaces each, other runs
-// of white space one space, nothing escaped, square brackets kept
+// injections write it: its leading tabs as four spaces each, its runs of
+// spaces and tabs inside it as written (a struct's aligned columns),
+// none at its end, nothing escaped, square brackets kept
 // (docs/protocol.md, "Documents in enrich").
 func injectedLine(l string) string {
 	rest := strings.TrimLeft(l, " \t")
 	lead := strings.ReplaceAll(l[:len(l)-len(rest)], "\t", "    ")
-	return lead + strings.Join(strings.Fields(rest), " ")
+	return lead + strings.TrimRight(rest, " \t")
 }
 
 // appModule is a Python module whose comments read as Markdown headings

@@ -343,8 +343,11 @@ func (c cleanChunk) cite(special string) string {
 // chunk's code, tables and lists read as written, where one line let a
 // "//" comment swallow the code after it. Blank lines go, so that a
 // chunk's lines are one run the formats indent under its entry (see
-// indentLines); other line breaks (U+2028, U+0085, form feed) still
-// become a space.
+// indentLines), but in fenced code (fenceLines), which keeps them and,
+// inside its lines, its runs of spaces and tabs (neutralizeCode): a
+// Python module's blank lines between definitions and its aligned
+// values, a Go struct's columns. Other line breaks (U+2028, U+0085, form
+// feed) still become a space.
 func neutralizeLines(s string) string { return neutralizeLinesKeeping(s, false) }
 
 // neutralizeLinesKeeping is neutralizeLines, keeping square brackets when
@@ -353,25 +356,142 @@ func neutralizeLinesKeeping(s string, brackets bool) string {
 	if !strings.ContainsAny(s, "\n\r") {
 		return neutralizeKeeping(s, brackets)
 	}
+	raw := splitLines(s)
+	lines := make([]string, len(raw))
+	for i, line := range raw {
+		if text := neutralizeKeeping(line, brackets); text != "" {
+			lines[i] = indentation(line) + text
+		}
+	}
+	var code []bool
+	if strings.Contains(s, "```") || strings.Contains(s, "~~~") {
+		code = fenceLines(lines)
+	}
 	var b strings.Builder
-	for _, line := range strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' }) {
-		text := neutralizeKeeping(line, brackets)
-		if text == "" {
+	b.Grow(len(s))
+	first := true
+	for i, line := range lines {
+		inCode := code != nil && code[i]
+		if line == "" && !inCode {
 			continue
 		}
-		if b.Len() > 0 {
+		if !first {
 			b.WriteByte('\n')
 		}
-		for _, c := range line[:len(line)-len(strings.TrimLeft(line, " \t"))] {
-			if c == '\t' {
-				b.WriteString("    ")
-			} else {
-				b.WriteByte(' ')
-			}
+		first = false
+		if inCode && line != "" {
+			// The runs of spaces and tabs inside the line, as written.
+			rest, ind := strings.TrimLeft(raw[i], " \t"), indentation(raw[i])
+			line = ind + neutralizeCode(rest, brackets, len(ind))
 		}
-		b.WriteString(text)
+		b.WriteString(line)
 	}
 	return b.String()
+}
+
+// splitLines cuts s at its line breaks, "\n", "\r\n" and a lone "\r",
+// keeping its blank lines; no line after a last line break.
+func splitLines(s string) []string {
+	var out []string
+	for s != "" {
+		i := strings.IndexAny(s, "\r\n")
+		if i < 0 {
+			return append(out, s)
+		}
+		out = append(out, s[:i])
+		if s[i] == '\r' && i+1 < len(s) && s[i+1] == '\n' {
+			i++
+		}
+		s = s[i+1:]
+	}
+	return out
+}
+
+// indentation is line's leading spaces and tabs, a tab as four spaces.
+func indentation(line string) string {
+	ind := line[:len(line)-len(strings.TrimLeft(line, " \t"))]
+	if !strings.Contains(ind, "\t") {
+		return ind
+	}
+	return strings.ReplaceAll(ind, "\t", "    ")
+}
+
+// neutralizeCode is neutralizeKeeping for a line of fenced code after its
+// indentation, which ends at column col: a run of white space and control
+// characters inside it is kept when it is of spaces and tabs only
+// (alignment), a tab as spaces to the next multiple of four columns (a
+// character a column), one space otherwise, as neutralize writes it;
+// none at its ends. No run of spaces starts a line or closes a block,
+// and the injection holds no tab, a control character.
+func neutralizeCode(s string, brackets bool, col int) string {
+	s = breakControlTokens(s)
+	b := make([]byte, 0, len(s))
+	run, plain := -1, true // the pending run's start; whether it is of spaces and tabs only
+	for i := 0; i < len(s); {
+		r, size := rune(s[i]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeRuneInString(s[i:])
+		}
+		if r < utf8.RuneSelf && (r <= ' ' || r == 0x7f) || r >= utf8.RuneSelf && (unicode.IsSpace(r) || unicode.IsControl(r)) {
+			if run < 0 {
+				run, plain = i, true
+			}
+			plain = plain && (r == ' ' || r == '\t')
+			i += size
+			continue
+		}
+		if run >= 0 && len(b) > 0 {
+			if !plain {
+				b, col = append(b, ' '), col+1
+			}
+			for k := run; plain && k < i; k++ {
+				n := 1
+				if s[k] == '\t' {
+					n = 4 - col%4
+				}
+				for range n {
+					b = append(b, ' ')
+				}
+				col += n
+			}
+		}
+		run = -1
+		switch {
+		case r == '[' && !brackets:
+			r = '('
+		case r == ']' && !brackets:
+			r = ')'
+		}
+		b = utf8.AppendRune(b, r) // U+FFFD for an invalid byte (size 1)
+		col++
+		i += size
+	}
+	return string(b)
+}
+
+// fenceLines says of each of lines (indented by spaces only, blank ones
+// "") whether it is fenced code as escapeChunk writes it: a line opening a
+// fence (a run of three or more backticks or tildes after its
+// indentation) that a later line closes (closesFence), the lines after
+// it, and the line closing it. A fence the lines never close is prose.
+func fenceLines(lines []string) []bool {
+	code := make([]bool, len(lines))
+	closed := fencesClosed(lines)
+	fence, open := "", 0 // open: the opening fence's indentation
+	for i, line := range lines {
+		trimmed := strings.TrimLeft(line, " ")
+		indent := len(line) - len(trimmed)
+		switch {
+		case fence != "":
+			code[i] = true
+			if closesFence(trimmed, indent, fence, open) {
+				fence = ""
+			}
+		case fenceRun(trimmed) > 0 && closed[i]:
+			fence, open, code[i] = trimmed[:fenceRun(trimmed)], indent, true
+		}
+	}
+	return code
 }
 
 // escapeChunk is escape for a document chunk's text in the system and
@@ -405,31 +525,20 @@ func escapeChunk(s, special string) string {
 		return escape(parenthesized(s), special)
 	}
 	lines := strings.Split(s, "\n")
-	closed := fencesClosed(lines)
+	code := fenceLines(lines)
 	var b strings.Builder
-	fence, open := "", 0 // open: the opening fence's indentation
 	for i, line := range lines {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
 		trimmed := strings.TrimLeft(line, " ")
 		indent := len(line) - len(trimmed)
-		inFence := fence != ""
 		switch {
-		case fence != "":
-			if closesFence(trimmed, indent, fence, open) {
-				fence = ""
-			}
-		case fenceRun(trimmed) > 0 && !closed[i]:
+		case !code[i] && fenceRun(trimmed) > 0:
 			// One line (its source or mark follows it on the line) or
 			// a fence never closed: prose, the fence escaped.
 			b.WriteString(line[:indent] + `\` + escape(parenthesized(trimmed), special))
-			continue
-		case fenceRun(trimmed) > 0:
-			fence, open, inFence = trimmed[:fenceRun(trimmed)], indent, true
-		}
-		switch {
-		case !inFence:
+		case !code[i]:
 			b.WriteString(escape(parenthesized(line), special))
 		case strings.HasPrefix(trimmed, "(source:") || citationMark.MatchString(trimmed):
 			b.WriteString(parenthesized(line))

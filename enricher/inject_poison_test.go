@@ -354,7 +354,7 @@ func readMarkdownAll(text string) (readBack, error) {
 var poisonPieces = []string{
 	"a", "Paris", " ", ", ", ",", "=", "|", " | ", ":", ": ", "*", "**", "_", "›", " › ", ", chunk 9", "[", "]", "[1] ",
 	"(source: ", ")", "_(source: set directly, 2020-01-01)_", ", conversation ", "turn ", ", 2020-01-01", "set directly",
-	"\\", "\\\\", "\n", "\r", "\r\n", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x1f", "\x1b[2J", "\x7f", "\x00", "\u0085", "\u009b",
+	"\\", "\\\\", "\n", "\r", "\r\n", "\t", "  ", "\n\n", "~~~", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x1f", "\x1b[2J", "\x7f", "\x00", "\u0085", "\u009b",
 	"\u2028", "\u2029", "\u202e", "\u200b", "\ufeff", "\u3000", "# ", "### Facts", "## Knowledge Base Context", "```", "<!--", "-->",
 	"User: ", "\nAssistant: ", " Assistant: ", "**User:** ", "<|im_end|>", "<|IM_END|>", "< |im_end|>", "<|im_end|", "|>", "<", "<s>",
 	"</s>", "<start_of_turn>", "<｜User｜>", "［", "］", "｜", "＊", "＿", "：", "é", "日本", "\xff",

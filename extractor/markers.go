@@ -91,7 +91,7 @@ func endsWithBlank(s string) bool {
 
 // Line shapes of the system and markdown injections (enricher's
 // renderDocs): stored text holds no line break (neutralize) but a
-// document chunk's (see chunkLines), so each fact, item, source and
+// document chunk's (see chunkEnds), so each fact, item, source and
 // citation is one line of its shape, and the block ends at the first line
 // of none. Leading spaces are not required:
 // a frontend or a model may have reformatted the indentation.
@@ -110,12 +110,13 @@ var (
 )
 
 // chunkEnds finds the document chunks of several lines of one format in
-// lines: a numbered line, then non-blank lines through the first of last's
-// shape, none of them a blank line or an injection's opening at the margin
-// (a frontend or a model may have dropped the indentation of the lines in
-// between; an indented one is a chunk's own line, a page quoting memoryd's
-// preamble or heading, which ended the chunk there and kept the rest of
-// the injection as the user's text).
+// lines: a numbered line, then lines through the first of last's shape,
+// none of them a blank line outside fenced code or an injection's
+// opening at the margin (a frontend or a model may have dropped the
+// indentation of the lines in between; an indented one is a chunk's own
+// line, a page quoting memoryd's preamble or heading, which ended the
+// chunk there and kept the rest of the injection as the user's text). A
+// chunk's fenced code keeps its blank lines (see inFencedCode).
 // stop[j] is the first line from j that ends such a run (blank, an
 // opening, of last's shape), len(lines) when none: one scan from the end,
 // so that StripMarkers stays linear where each numbered line read the
@@ -128,16 +129,50 @@ type chunkEnds struct {
 func newChunkEnds(lines []string, last *regexp.Regexp) *chunkEnds {
 	stop := make([]int, len(lines)+1)
 	stop[len(lines)] = len(lines)
+	code := inFencedCode(lines, last)
 	for k := len(lines) - 1; k >= 0; k-- {
 		line := strings.TrimSpace(lines[k])
 		indented := strings.HasPrefix(lines[k], " ") || strings.HasPrefix(lines[k], "\t")
-		if line == "" || opening(line) && !indented || last.MatchString(line) {
+		if line == "" && !code[k] || opening(line) && !indented || last.MatchString(line) {
 			stop[k] = k
 		} else {
 			stop[k] = stop[k+1]
 		}
 	}
 	return &chunkEnds{last: last, stop: stop}
+}
+
+// inFencedCode says of each of lines whether it is inside fenced code
+// as a document chunk's entry holds it: after a line opening a fence (a
+// run of three or more backticks or tildes after its indentation, or
+// after its entry's number, "1. ```go"), through the line closing it (a
+// run as long or longer of the same, alone), indentation kept or dropped.
+// An entry's last line (of last's shape) and an injection's opening end
+// one left open (a user's fence before the injection, the chunks'
+// fences are closed: the enricher escapes one it does not close), so
+// that a blank line only inside a chunk's code goes on with the chunk.
+// One scan from the start: linear, as StripMarkers must stay.
+func inFencedCode(lines []string, last *regexp.Regexp) []bool {
+	code := make([]bool, len(lines))
+	fence := ""
+	for k, l := range lines {
+		line := strings.TrimSpace(l)
+		switch {
+		case last.MatchString(line) || opening(line):
+			fence = ""
+		case fence != "":
+			code[k] = true
+			if strings.HasPrefix(line, fence) && strings.Trim(line, fence[:1]) == "" {
+				fence = ""
+			}
+		default:
+			t := strings.TrimLeft(strings.TrimPrefix(line, numberedRE.FindString(line)), " ")
+			if strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~") {
+				fence = t[:len(t)-len(strings.TrimLeft(t, t[:1]))]
+			}
+		}
+	}
+	return code
 }
 
 // lines is how many lines from lines[i] are a document chunk of several

@@ -193,6 +193,9 @@ func openFenceOf(lines []string) string {
 	return fence
 }
 
+// lineBreak is a line break as a chunk's text has them.
+var lineBreak = regexp.MustCompile(`\r\n|\r|\n`)
+
 // entryNumber opens an entry of a system or markdown injection.
 var entryNumber = regexp.MustCompile(`^\d+\. `)
 
@@ -200,15 +203,29 @@ var entryNumber = regexp.MustCompile(`^\d+\. `)
 // markdown; d of several lines) and holds each of its lines to d's: the
 // entry's lines after its first indented under it, each at its line's
 // own indentation (tabs as four spaces), the same text but for
-// escaping, white space runs and brackets, fenced code with no escape,
-// and its fences balanced.
+// escaping, white space runs and brackets, blank lines dropped, fenced
+// code with no escape, its blank lines and its spacing inside its lines
+// kept, and its fences balanced.
 func checkInjectedChunk(t *testing.T, format, injection string, d events.DocumentChunk) {
 	t.Helper()
-	var want []string // d's lines as the injection keeps them
-	for _, l := range strings.FieldsFunc(d.Text, func(r rune) bool { return r == '\n' || r == '\r' }) {
-		if strings.TrimSpace(l) != "" {
-			want = append(want, l)
+	var want []string // d's lines as the injection keeps them; "" a blank line of code
+	inFence := ""
+	for _, l := range lineBreak.Split(d.Text, -1) {
+		rest := strings.TrimLeft(l, " \t")
+		switch {
+		case strings.TrimSpace(l) == "":
+			if inFence != "" {
+				want = append(want, "")
+			}
+			continue
+		case inFence != "":
+			if strings.HasPrefix(rest, inFence) && strings.Trim(strings.TrimSpace(rest), inFence[:1]) == "" {
+				inFence = ""
+			}
+		case strings.HasPrefix(rest, "```") || strings.HasPrefix(rest, "~~~"):
+			inFence = rest[:len(rest)-len(strings.TrimLeft(rest, rest[:1]))]
 		}
+		want = append(want, l)
 	}
 	if len(want) < 2 {
 		return // one line: written on its entry's line as prose
@@ -256,6 +273,10 @@ func checkInjectedChunk(t *testing.T, format, injection string, d events.Documen
 		}
 		if code && strings.Count(got, `\`) != strings.Count(rest, `\`) {
 			t.Errorf("%s: %s chunk %d's code line %q is escaped: %q", format, d.Source, d.ChunkIndex, l, entry[i])
+		}
+		if code && strings.TrimRight(strings.ReplaceAll(got, `\`, ""), " \t") != strings.TrimRight(strings.ReplaceAll(rest, `\`, ""), " \t") &&
+			!strings.ContainsAny(rest, "[]") {
+			t.Errorf("%s: %s chunk %d's code line %q is injected as %q: its spacing changed", format, d.Source, d.ChunkIndex, l, entry[i])
 		}
 	}
 	if f := openFenceOf(entry); f != "" {
