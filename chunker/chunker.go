@@ -37,7 +37,8 @@
 // they repeat, so no chunk exceeds Config.MaxTokens. A source code
 // document (Config.Code) has no headings or blocks of Markdown: it is cut
 // between lines, each chunk's slice between fence lines naming its
-// language.
+// language, and headed by the top-level declaration it is about (a
+// function's, a class's, an INI section's name), if any.
 package chunker
 
 import (
@@ -74,10 +75,11 @@ type Config struct {
 	// Code is the language of a source code document ("go", "python";
 	// see CodeLanguage), "" for Markdown or plain text. Code is cut
 	// between lines, at blank lines where one leaves a chunk at least
-	// half full, with an overlap of whole lines, and has no headings;
-	// each chunk is fenced with Code as the info string ("```go"), so
-	// that it reads, and is injected, as code: the source's text
-	// between the fence lines.
+	// half full, with an overlap of whole lines, and has no Markdown
+	// headings: a chunk is headed by its top-level declaration's name
+	// at most (see codeHeadings); each chunk is fenced with Code as the
+	// info string ("```go"), so that it reads, and is injected, as
+	// code: the source's text between the fence lines.
 	Code string
 }
 

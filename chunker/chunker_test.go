@@ -363,11 +363,13 @@ func FuzzSplit(f *testing.F) {
 		if HasText(src) != (len(cs) > 0) {
 			t.Errorf("HasText = %v, but %d chunks", HasText(src), len(cs))
 		}
-		cfg.Code = "go"
-		if cs, err = Split(src, cfg); err != nil {
-			t.Fatal(err)
+		for _, lang := range []string{"go", "python", "ini", "yaml", "bash"} { // each's declarations read
+			cfg.Code = lang
+			if cs, err = Split(src, cfg); err != nil {
+				t.Fatal(err)
+			}
+			checkCode(t, src, cfg, cs)
 		}
-		checkCode(t, src, cfg, cs)
 	})
 }
 

@@ -211,7 +211,8 @@ func codeFence(src string) string {
 // splitCode cuts a source code document (cfg.Code set): its runs of
 // non-blank lines are its blocks, cut between lines (a line longer than
 // a chunk between words), and each chunk is the source between fence
-// lines: the fence with the language, and the fence closing it. The
+// lines: the fence with the language, and the fence closing it, headed
+// by its top-level declaration (codeHeadings). The
 // chunks are packed smaller by those two lines, so that none exceeds
 // cfg.MaxTokens; when they would take over half a chunk (a source of
 // very long fence-like runs) the chunks are not fenced.
@@ -241,10 +242,12 @@ func splitCode(src string, cfg Config) []Chunk {
 			}
 		}
 	}
+	decls := codeDecls(src, cfg.Code)
 	var chunks []Chunk
 	for _, sp := range pack(src, segs, c) {
 		text := open + src[sp.s:sp.e] + closing
-		chunks = append(chunks, Chunk{Index: len(chunks), Start: sp.s, End: sp.e, Text: text, Tokens: Tokens(text)})
+		chunks = append(chunks, Chunk{Index: len(chunks), Headings: codeHeadings(decls, sp.s, sp.e),
+			Start: sp.s, End: sp.e, Text: text, Tokens: Tokens(text)})
 	}
 	return chunks
 }

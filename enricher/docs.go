@@ -213,8 +213,8 @@ func (d docs) put(token string, data []byte) (call, error) {
 		// Refused now as one chunked in the request is: its job would
 		// mark it ready with no chunk, after an ok.
 		// (Text that is not UTF-8 or holds NUL is the store's 400; code,
-		// which has no headings, has text when it is not blank, which the
-		// store checks.)
+		// which has no Markdown headings, has text when it is not blank,
+		// which the store checks.)
 		source := cmp.Or(req.Source, req.DocID)
 		if chunker.Language(source, req.Content) == "" && utf8.ValidString(req.Content) && !strings.Contains(req.Content, "\x00") && !chunker.HasText(req.Content) {
 			return nil, putError(store.InvalidDocument(store.ErrNoText))

@@ -40,7 +40,8 @@ class Config:
 // source code (store.go, app.py) is chunked as code and injected as
 // code: each chunk fenced with its language, every line kept with its
 // indentation, its ":", "|", "_" and "*" not escaped and its square
-// brackets kept in system and markdown, and a Python comment no heading. Before, a Go file put into
+// brackets kept in system and markdown, and a Python comment no heading
+// (a declaration is: app.py's class Config). Before, a Go file put into
 // a knowledge base was read as Markdown: unfenced, escaped as prose
 // ("x \:= 1", "a\_b"), and app.py's "# Settings of the app." was the
 // heading of its chunks.
@@ -70,8 +71,9 @@ func TestEnrichInjectsCodeDocumentsAsCode(t *testing.T) {
 				t.Fatalf("%s %q: documents %+v, want %s first", format, q.message, r.Documents, q.source)
 			}
 			for _, d := range r.Documents {
-				if !strings.HasPrefix(d.Text, fences[d.Source]) || !strings.HasSuffix(d.Text, "\n```") || len(d.HeadingPath) != 0 {
-					t.Errorf("%s: chunk %d of %s is not fenced code (%q) without headings: headings %q, text %q", format, d.ChunkIndex, d.Source, fences[d.Source], d.HeadingPath, d.Text)
+				if !strings.HasPrefix(d.Text, fences[d.Source]) || !strings.HasSuffix(d.Text, "\n```") || len(d.HeadingPath) > 1 ||
+					d.Source == "app.py" && len(d.HeadingPath) == 1 && d.HeadingPath[0] != "Config" {
+					t.Errorf("%s: chunk %d of %s is not fenced code (%q) headed by a declaration at most: headings %q, text %q", format, d.ChunkIndex, d.Source, fences[d.Source], d.HeadingPath, d.Text)
 					continue
 				}
 				for _, l := range strings.Split(d.Text, "\n")[1:] {

@@ -1,6 +1,7 @@
 package enricher_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,24 +15,28 @@ import (
 // per environment, dotenv, INI, a systemd unit, Java properties, a
 // conf file, a script named without an extension), each with "#"
 // comments a Markdown reader takes for headings, by the fence
-// language their chunks should name.
-var configFiles = map[string]struct{ lang, content string }{
-	"Dockerfile.prod": {"dockerfile", "# Build stage\nFROM golang:1.26 AS build\nRUN go build -o /out/app ./cmd/app\n\n# Runtime stage\nFROM gcr.io/distroless/static\nCOPY --from=build /out/app /app\n"},
-	".env":            {"dotenv", "# Database settings\nDATABASE_URL=postgres://localhost/app\n\n# Sessions\nSESSION_SECRET=walrus\n"},
-	".env.production": {"dotenv", "# Feature flags\nENABLE_WALRUS=true\n"},
-	"my.ini":          {"ini", "[mysqld]\n# The port\nport = 3306\n\n[client]\n# The socket\nsocket = /var/run/mysqld.sock\n"},
-	"setup.cfg":       {"ini", "[flake8]\n# Long lines\nmax-line-length = 100\n"},
-	"app.service":     {"ini", "[Unit]\nDescription=Walrus daemon\n\n# Restart it\n[Service]\nExecStart=/usr/bin/walrus\nRestart=always\n"},
-	"app.properties":  {"properties", "# Server\nserver.port=8080\n# Walrus\nwalrus.name=tusk\n"},
-	"logrotate.conf":  {"conf", "# rotate log files weekly\nweekly\n\n# keep 4 weeks worth of backlogs\nrotate 4\n"},
-	"deploy":          {"bash", "#!/usr/bin/env bash\n# Deploy the walrus.\nset -euo pipefail\n\n# Build\nmake build\n"},
-	"Jenkinsfile":     {"groovy", "// Pipeline\npipeline {\n  agent any\n}\n"},
+// language their chunks should name and the headings they may have (an
+// INI section's name, never a comment).
+var configFiles = map[string]struct {
+	lang, content string
+	headings      []string
+}{
+	"Dockerfile.prod": {"dockerfile", "# Build stage\nFROM golang:1.26 AS build\nRUN go build -o /out/app ./cmd/app\n\n# Runtime stage\nFROM gcr.io/distroless/static\nCOPY --from=build /out/app /app\n", nil},
+	".env":            {"dotenv", "# Database settings\nDATABASE_URL=postgres://localhost/app\n\n# Sessions\nSESSION_SECRET=walrus\n", nil},
+	".env.production": {"dotenv", "# Feature flags\nENABLE_WALRUS=true\n", nil},
+	"my.ini":          {"ini", "[mysqld]\n# The port\nport = 3306\n\n[client]\n# The socket\nsocket = /var/run/mysqld.sock\n", []string{"mysqld", "client"}},
+	"setup.cfg":       {"ini", "[flake8]\n# Long lines\nmax-line-length = 100\n", []string{"flake8"}},
+	"app.service":     {"ini", "[Unit]\nDescription=Walrus daemon\n\n# Restart it\n[Service]\nExecStart=/usr/bin/walrus\nRestart=always\n", []string{"Unit", "Service"}},
+	"app.properties":  {"properties", "# Server\nserver.port=8080\n# Walrus\nwalrus.name=tusk\n", nil},
+	"logrotate.conf":  {"conf", "# rotate log files weekly\nweekly\n\n# keep 4 weeks worth of backlogs\nrotate 4\n", nil},
+	"deploy":          {"bash", "#!/usr/bin/env bash\n# Deploy the walrus.\nset -euo pipefail\n\n# Build\nmake build\n", nil},
+	"Jenkinsfile":     {"groovy", "// Pipeline\npipeline {\n  agent any\n}\n", nil},
 }
 
 // TestConfigFilesAreChunkedAsCode: configuration files put into a
 // knowledge base are chunked as code, each chunk fenced with the file's
-// language and without a heading path: their "# comments" are not
-// headings. Before, Dockerfile.prod, .env, .ini, .cfg, .conf,
+// language, headed by an INI section's name at most: their "# comments"
+// are not headings. Before, Dockerfile.prod, .env, .ini, .cfg, .conf,
 // .properties, systemd units and scripts without an extension were read
 // as Markdown, each comment the heading of the lines under it.
 func TestConfigFilesAreChunkedAsCode(t *testing.T) {
@@ -52,8 +57,9 @@ func TestConfigFilesAreChunkedAsCode(t *testing.T) {
 	for _, c := range r.Chunks {
 		seen[c.Source] = true
 		f := configFiles[c.Source]
-		if len(c.HeadingPath) != 0 || !strings.HasPrefix(c.Text, "```"+f.lang+"\n") || !strings.HasSuffix(c.Text, "\n```") {
-			t.Errorf("%s: chunk %d has headings %q and text %q, want %s code without headings", c.Source, c.ChunkIndex, c.HeadingPath, c.Text, f.lang)
+		if len(c.HeadingPath) > 1 || len(c.HeadingPath) == 1 && !slices.Contains(f.headings, c.HeadingPath[0]) ||
+			!strings.HasPrefix(c.Text, "```"+f.lang+"\n") || !strings.HasSuffix(c.Text, "\n```") {
+			t.Errorf("%s: chunk %d has headings %q and text %q, want %s code headed by one of %q at most", c.Source, c.ChunkIndex, c.HeadingPath, c.Text, f.lang, f.headings)
 		}
 	}
 	for source := range configFiles {
@@ -117,8 +123,8 @@ func TestRePutRechunksAnOlderChunking(t *testing.T) {
 		t.Fatalf("put again of the same content: %+v, %v; want it cut again", r, err)
 	}
 	for _, c := range chunks() {
-		if len(c.HeadingPath) != 0 || !strings.HasPrefix(c.Text, "```python\n") {
-			t.Errorf("after the put again, chunk %d: headings %q, text %q; want Python code without headings", c.ChunkIndex, c.HeadingPath, c.Text)
+		if !slices.Equal(c.HeadingPath, []string{"Config"}) || !strings.HasPrefix(c.Text, "```python\n") {
+			t.Errorf("after the put again, chunk %d: headings %q, text %q; want Python code headed by its class", c.ChunkIndex, c.HeadingPath, c.Text)
 		}
 	}
 	if r, err := h.client.PutDocument(ctxT(t), events.DocsPutRequest{UserID: "alice", Collection: "code", Source: "app.py", Content: appModule}); err != nil || !r.Unchanged {
