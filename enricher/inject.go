@@ -357,14 +357,25 @@ func neutralizeLinesKeeping(s string, brackets bool) string {
 		return neutralizeKeeping(s, brackets)
 	}
 	raw := splitLines(s)
+	fenced := strings.Contains(s, "```") || strings.Contains(s, "~~~")
 	lines := make([]string, len(raw))
 	for i, line := range raw {
-		if text := neutralizeKeeping(line, brackets); text != "" {
-			lines[i] = indentation(line) + text
+		// With fences, each line as fenced code keeps it (neutralizeCode);
+		// the fences are read on those lines as on neutralize's, which
+		// differ only in runs of spaces inside lines.
+		ind, rest := indentation(line), strings.TrimLeft(line, " \t")
+		text := ""
+		if fenced {
+			text = neutralizeCode(rest, brackets, len(ind))
+		} else {
+			text = neutralizeKeeping(rest, brackets)
+		}
+		if text != "" {
+			lines[i] = ind + text
 		}
 	}
 	var code []bool
-	if strings.Contains(s, "```") || strings.Contains(s, "~~~") {
+	if fenced {
 		code = fenceLines(lines)
 	}
 	var b strings.Builder
@@ -379,14 +390,32 @@ func neutralizeLinesKeeping(s string, brackets bool) string {
 			b.WriteByte('\n')
 		}
 		first = false
-		if inCode && line != "" {
-			// The runs of spaces and tabs inside the line, as written.
-			rest, ind := strings.TrimLeft(raw[i], " \t"), indentation(raw[i])
-			line = ind + neutralizeCode(rest, brackets, len(ind))
+		if fenced && !inCode {
+			// Prose: its runs of white space one space, as neutralize
+			// writes them.
+			text := strings.TrimLeft(line, " ")
+			line = line[:len(line)-len(text)] + collapseSpaces(text)
 		}
 		b.WriteString(line)
 	}
 	return b.String()
+}
+
+// collapseSpaces is s with each run of spaces one space: a line of
+// neutralizeCode's as neutralize writes it (a run of white space there
+// is spaces).
+func collapseSpaces(s string) string {
+	if !strings.Contains(s, "  ") {
+		return s
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] == ' ' && i > 0 && s[i-1] == ' ' {
+			continue
+		}
+		b = append(b, s[i])
+	}
+	return string(b)
 }
 
 // splitLines cuts s at its line breaks, "\n", "\r\n" and a lone "\r",

@@ -1,6 +1,7 @@
 package enricher
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -47,6 +48,26 @@ func TestRenderDocsCodeKeepsItsSpacing(t *testing.T) {
 		rb, err := readers[tt.format](got)
 		if err != nil || len(rb.chunks) != 1 || parenthesized(rb.chunks[0].text) != cc[0].text {
 			t.Errorf("%s: read back as %+v (%v), want the chunk %q", tt.format, rb.chunks, err, cc[0].text)
+		}
+	}
+}
+
+// TestProseLineOfAFencedChunkIsNeutralized: a prose line of a chunk with
+// fences, cleaned as fenced code keeps it and then its runs of spaces
+// collapsed, is the line neutralize writes, whatever it holds (the
+// poison pieces: every kind of white space, control characters, control
+// tokens, brackets).
+func TestProseLineOfAFencedChunkIsNeutralized(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 20000 {
+		line := strings.NewReplacer("\n", "", "\r", "").Replace(poisonString(r) + poisonString(r))
+		for _, brackets := range []bool{false, true} {
+			for _, col := range []int{0, 3} {
+				if got, want := collapseSpaces(neutralizeCode(line, brackets, col)), neutralizeKeeping(line, brackets); got != want {
+					t.Fatalf("%q (brackets %v): %q, want %q", line, brackets, got, want)
+				}
+			}
 		}
 	}
 }
