@@ -109,3 +109,42 @@ func TestChangeNumberingIsNotPlannedAtEveryCommit(t *testing.T) {
 		t.Errorf("the numbering's UPDATE was planned for its ids at the 8th commit:\n%s", last)
 	}
 }
+
+// TestChangeNumberingKeepsToThePrimaryKeyAsTheOutboxGrows: the generic
+// plans the numbering keeps (migration 071) were made for the outbox as
+// it was when the session first committed a change, often drained and
+// analyzed empty, where a sequential scan is cheapest. When the outbox
+// then fills (a publisher that is down), every commit still reads its
+// changes through the primary key, not the whole outbox.
+func TestChangeNumberingKeepsToThePrimaryKeyAsTheOutboxGrows(t *testing.T) {
+	t.Parallel()
+	_, url := storetest.Schema(t)
+	s := storetest.Open(t, url)
+	ctx := context.Background()
+	if _, err := s.Pool().Exec(ctx, `ANALYZE memory_changes`); err != nil {
+		t.Fatal(err)
+	}
+	conn, plans := explainConn(t, url, "SET auto_explain.log_nested_statements = on")
+	commit := func() {
+		t.Helper()
+		if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `INSERT INTO memory_changes (user_id, payload) VALUES ('alice', '{"type":"fact.set"}')`)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit()
+	if _, err := s.Pool().Exec(ctx, `INSERT INTO memory_changes (user_id, payload)
+		SELECT 'u' || (i % 50), '{"type":"fact.set"}' FROM generate_series(1, 20000) i`); err != nil {
+		t.Fatal(err)
+	}
+	before := len(plans())
+	commit()
+	for _, p := range plans()[before:] {
+		if (strings.Contains(p, "UPDATE memory_changes c SET seq") || strings.Contains(p, "GROUP BY user_id") || strings.Contains(p, "SELECT seq FROM memory_changes")) &&
+			(strings.Contains(p, "Seq Scan on") || strings.Contains(p, "Hash Join") || strings.Contains(p, "Merge Join") || !strings.Contains(p, "Index Cond")) {
+			t.Errorf("the numbering read the whole outbox of 20,000 changes at a commit:\n%s", p)
+		}
+	}
+}
