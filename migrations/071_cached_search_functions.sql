@@ -66,22 +66,13 @@
 -- PL/pgSQL; memoryd_tsquery and memoryd_query_terms are inlined there
 -- already.
 
--- Beside them, in the same transactions: memoryd_number_changes (037),
--- the deferred trigger that numbers a commit's changes, planned its
--- UPDATE of the changes again at every commit. Its ids are an array
--- parameter, whose length a custom plan knows (one row, where a generic
--- plan guesses 10), so Postgres never settled on the generic plan (its
--- other statements do after five commits). Every statement of it now runs
--- its generic plan: the same plans as after those five commits, and for
--- the UPDATE a nested loop over the ids into the primary key, whatever
--- their number (5,000 ids of one commit on an outbox of 35,000 rows:
--- the same plan). Numbering is unchanged. Those generic plans are made at
--- the session's first commit, often on a drained outbox analyzed empty,
--- where a sequential scan is cheapest, and kept while the outbox fills
--- (a publisher that is down): enable_seqscan = off keeps every statement
--- on the primary key (TestChangeNumberingKeepsToThePrimaryKeyAsTheOutboxGrows).
-ALTER FUNCTION memoryd_number_changes() SET plan_cache_mode = force_generic_plan;
-ALTER FUNCTION memoryd_number_changes() SET enable_seqscan = off;
+-- memoryd_number_changes (037), the deferred trigger that numbers a
+-- commit's changes, plans its UPDATE of the changes at every commit (its
+-- ids are an array parameter whose length only a custom plan knows). It
+-- is left so: forcing its generic plans kept plans made on a drained
+-- outbox, which read the whole outbox once it filled (a review,
+-- TestChangeNumberingKeepsToThePrimaryKeyAsTheOutboxGrows), and planning
+-- it is about 3 % of a storing backend's CPU.
 
 ALTER FUNCTION memoryd_item_terms(tsvector) CALLED ON NULL INPUT;
 ALTER FUNCTION memoryd_chunk_terms(tsvector) CALLED ON NULL INPUT;
