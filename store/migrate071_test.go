@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/jackc/pgx/v5"
 
@@ -222,7 +224,9 @@ func TestMigration071KeepsEveryOutput(t *testing.T) {
 	_, url := storetest.Schema(t)
 	s := storetest.Unmigrated(t, url)
 	quiet := slog.New(slog.DiscardHandler)
-	if _, err := s.Migrate(ctx, migrationsUpTo(t, "070_~"), quiet); err != nil {
+	// Every migration but 071: the later ones touch none of its functions,
+	// and this release's store (the seed's puts) reads their columns.
+	if _, err := s.Migrate(ctx, migrationsWithout(t, "071_"), quiet); err != nil {
 		t.Fatal(err)
 	}
 	var done []func()
@@ -338,4 +342,26 @@ func TestMigration071KeepsEveryOutput(t *testing.T) {
 	if compared != len(rowsBefore) {
 		t.Errorf("compared %d of the %d rows stored before 071", compared, len(rowsBefore))
 	}
+}
+
+// migrationsWithout is migrations.FS without the files whose names start
+// with prefix.
+func migrationsWithout(t *testing.T, prefix string) fs.FS {
+	t.Helper()
+	m := fstest.MapFS{}
+	names, err := fs.Glob(migrations.FS, "*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if strings.HasPrefix(n, prefix) {
+			continue
+		}
+		data, err := fs.ReadFile(migrations.FS, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[n] = &fstest.MapFile{Data: data}
+	}
+	return m
 }
