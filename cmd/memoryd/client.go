@@ -192,6 +192,13 @@ func refusedByServer(nc *nats.Conn) error {
 		}
 		return &refusal{sent: true, err: fmt.Errorf("the request was sent, and memoryd may have carried it out, but the NATS server refused this credential the reply's inbox (%w): give the frontend's inbox prefix with --inbox-prefix (e.g. _INBOX_alice_frontend) before sending it again; see docs/protocol.md, \"Reply subjects\"", err)}
 	}
+	if strings.Contains(err.Error(), `Publish to "$JS.`) || strings.Contains(err.Error(), `Publish to "$KV.`) {
+		// The JetStream API (deadletters, forget, publish checking the
+		// stream): memoryd's credential's, which the frontends' account
+		// has none of; the advice below, an operator's credential in that
+		// account, would be refused the same.
+		return &refusal{err: fmt.Errorf("the NATS server refused it (%w): this NATS user may not use the JetStream API, which the admin commands (replay, forget, deadletters) and publish's check of the stream need: run them with memoryd's own credential, which is allowed it (docs/operations.md, \"Confining a frontend to its users\")", err)}
+	}
 	if strings.Contains(err.Error(), "Publish to") {
 		// The request's own subject: no inbox prefix helps. memoryd's own
 		// credential (the one on its host, in its environment file) is
