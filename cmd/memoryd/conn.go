@@ -347,6 +347,10 @@ func (o *connOptions) newApp(a *cli, name string) (*app.App, error) {
 func raiseLimit(msg string) string {
 	for _, kind := range []string{"role", "database"} {
 		if name, ok := strings.CutPrefix(msg, "too many connections for "+kind+" "); ok {
+			// Quoted by Postgres as "%s", a quote in the name not doubled.
+			if n, ok := strings.CutPrefix(name, `"`); ok && len(n) > 0 && strings.HasSuffix(n, `"`) {
+				name = `"` + strings.ReplaceAll(n[:len(n)-1], `"`, `""`) + `"`
+			}
 			return fmt.Sprintf("raise the %s's limit (ALTER %s %s CONNECTION LIMIT ...)", kind, strings.ToUpper(kind), name)
 		}
 	}

@@ -24,6 +24,9 @@ func TestExplainFullPostgresNamesTheLimit(t *testing.T) {
 		{"remaining connection slots are reserved for non-replication superuser connections", "max_connections", "CONNECTION LIMIT"},
 		{`too many connections for role "memoryd_app"`, `ALTER ROLE "memoryd_app" CONNECTION LIMIT`, "max_connections"},
 		{`too many connections for database "memoryd"`, `ALTER DATABASE "memoryd" CONNECTION LIMIT`, "max_connections"},
+		// Postgres quotes the name without doubling a quote in it: the
+		// advice quotes it as SQL does.
+		{`too many connections for role "we"ird"`, `ALTER ROLE "we""ird" CONNECTION LIMIT`, "max_connections"},
 	} {
 		err := &store.ConnectError{Host: "127.0.0.1", Port: 5432, Database: "memoryd", Err: &pgconn.PgError{Severity: "FATAL", Code: "53300", Message: c.msg}}
 		got := explain(err)
