@@ -90,7 +90,10 @@ func (w *Worker) endPanickedClaims(ctx context.Context, job *rivertype.JobRow, u
 			for i, id := range ids {
 				turns[i] = store.Turn{UserID: userID, EventID: id}
 			}
-			w.requeue(ctx, job, turns) // logs its own failure
+			// A job each: the panic may be one turn's, and a job of
+			// several that panicked on it at its last attempt would fail
+			// the others with it (TestPanickingBurstGivesEachOtherTurnAJob).
+			w.requeue(ctx, job, turns, 1) // logs its own failure
 		}
 	}
 	if err != nil {
