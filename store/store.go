@@ -619,8 +619,13 @@ func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx, q *Store) error) (e
 	if err != nil {
 		return err
 	}
+	returned := false
 	defer func() {
-		if err != nil {
+		// On an error, and on a panic in fn (returned false, err not set:
+		// a job's, which River recovers), which before left the
+		// transaction open, its locks held and its connection out of
+		// the pool for good (TestInTxEndsOnPanic).
+		if err != nil || !returned {
 			// With ctx, as pgx.BeginFunc: one ended closes the
 			// connection, and the server rolls back.
 			_ = tx.Rollback(ctx)
@@ -629,6 +634,7 @@ func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx, q *Store) error) (e
 	if err := fn(tx, s.WithTx(tx)); err != nil {
 		return err
 	}
+	returned = true
 	// A connection closed already cannot send the COMMIT: its error says
 	// nothing was written. (pgx gives the same error for a connection
 	// closed while the COMMIT's answer was read.)
