@@ -94,6 +94,25 @@ func TestInTxFailureBeforeItsCommitIsPlain(t *testing.T) {
 			t.Errorf("InTx whose backend was terminated before its COMMIT returned %v; want a plain error", got)
 		}
 	})
+	t.Run("connection closed before the commit", func(t *testing.T) {
+		// fn's statement ended its connection (its error not returned):
+		// the COMMIT is never sent, though pgx's error for it is the
+		// same "conn closed" as for one cut while its answer was read.
+		ctx, s := setup(t)
+		got := s.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
+			if err := setLocation(tx, q); err != nil {
+				return err
+			}
+			_, _ = tx.Exec(ctx, `SELECT pg_terminate_backend(pg_backend_pid())`)
+			return nil
+		})
+		if got == nil || errors.Is(got, store.ErrCommitUnconfirmed) {
+			t.Errorf("InTx whose connection closed before its COMMIT was sent returned %v; want a plain error", got)
+		}
+		if _, err := s.Fact(ctx, "lena", "location"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("the write whose COMMIT was never sent: %v; want nothing written", err)
+		}
+	})
 	t.Run("refused at the commit", func(t *testing.T) {
 		ctx, s := setup(t)
 		if _, err := s.Pool().Exec(ctx, `
