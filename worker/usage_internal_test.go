@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -99,5 +100,29 @@ func TestUsageBacklogDropsCallsPastTheirIdsAge(t *testing.T) {
 		if sp.User != want {
 			t.Errorf("%s: %d tokens stored, want %d", user, sp.User, want)
 		}
+	}
+}
+
+// TestUsageCallIDs: each model call counted gets an id of its own, also a
+// second call for the same turn (a run after a failed one asks the model
+// again, and its tokens count again); a kept result's call keeps the id
+// it was counted under, so that recording it again adds nothing.
+func TestUsageCallIDs(t *testing.T) {
+	u := &jobUsage{model: "m", clock: &store.Clock{}}
+	turn := store.Turn{UserID: "alice", EventID: "e1"}
+	used := extractor.Usage{PromptTokens: 10, CompletionTokens: 5}
+	kept := store.NewCallID(time.Now())
+	u.add(turn, used)
+	u.add(turn, used)
+	u.addCall(turn, used, kept)
+	u.add(turn, extractor.Usage{}) // no tokens: nothing counted
+	if len(u.ids) != 3 {
+		t.Fatalf("%d calls counted, want 3", len(u.ids))
+	}
+	if u.ids[0].IsZero() || u.ids[1].IsZero() || u.ids[0] == u.ids[1] {
+		t.Errorf("two calls for one turn have ids %x and %x; want two ids, not zero", u.ids[0], u.ids[1])
+	}
+	if u.ids[2] != kept {
+		t.Errorf("a kept result's call counted under %x, want its own id %x", u.ids[2], kept)
 	}
 }
