@@ -126,3 +126,33 @@ func TestUsageCallIDs(t *testing.T) {
 		t.Errorf("a kept result's call counted under %x, want its own id %x", u.ids[2], kept)
 	}
 }
+
+// TestReconcileDropsOldCallIDs: the leader's periodic cleanup
+// (dropOldSpend) deletes the ids of calls made store.UsageCallsKept ago,
+// and keeps the younger: recorded again, the old call counts again, the
+// younger does not.
+func TestReconcileDropsOldCallIDs(t *testing.T) {
+	_, w := haltSetup(t)
+	ctx := context.Background()
+	now := w.cfg.Store.Clock().Now()
+	old, young := store.NewCallID(now.Add(-store.UsageCallsKept-time.Minute)), store.NewCallID(now.Add(-time.Hour))
+	one := store.TokenUsage{PromptTokens: 1, Extractions: 1}
+	add := func(id store.CallID) {
+		t.Helper()
+		if _, err := w.cfg.Store.AddTurnUsage(ctx, "ann", store.StreamPosition{Seq: 1}, "ann", "m", store.Day(now), one, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(old)
+	add(young)
+	w.dropOldSpend(ctx)
+	add(old)
+	add(young)
+	st, err := w.cfg.Store.Stats(ctx, "ann")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.LLMUsage["m"].PromptTokens; got != 3 {
+		t.Errorf("ann's tokens after the cleanup and the calls recorded again: %d, want 3 (the old call's id deleted, the younger's kept)", got)
+	}
+}
