@@ -113,6 +113,37 @@ func TestInTxFailureBeforeItsCommitIsPlain(t *testing.T) {
 			t.Errorf("the write whose COMMIT was never sent: %v; want nothing written", err)
 		}
 	})
+	t.Run("idle in transaction past its timeout", func(t *testing.T) {
+		// The server ends a session idle in its transaction past
+		// idle_in_transaction_session_timeout (an operator's setting)
+		// with a FATAL the client reads only as the COMMIT's answer: the
+		// COMMIT never ran, the transaction rolled back.
+		ctx, s := setup(t)
+		got := s.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
+			if err := setLocation(tx, q); err != nil {
+				return err
+			}
+			var pid int32
+			if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `SET LOCAL idle_in_transaction_session_timeout = 1`); err != nil {
+				return err
+			}
+			eventstest.Eventually(t, "the idle transaction's backend to end", 30*time.Second, func() (bool, string) {
+				var n int
+				err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&n)
+				return err == nil && n == 0, fmt.Sprintf("%d, %v", n, err)
+			})
+			return nil
+		})
+		if got == nil || errors.Is(got, store.ErrCommitUnconfirmed) {
+			t.Errorf("InTx whose session the server ended while idle in its transaction returned %v; want a plain error", got)
+		}
+		if _, err := s.Fact(ctx, "lena", "location"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("the write of the ended session: %v; want nothing written", err)
+		}
+	})
 	t.Run("refused at the commit", func(t *testing.T) {
 		ctx, s := setup(t)
 		if _, err := s.Pool().Exec(ctx, `

@@ -613,7 +613,8 @@ func (s *Store) Ping(ctx context.Context) error {
 // between fn's end and the COMMIT, which the client cannot tell from it.
 // Its other errors say the write was not done: fn's, BEGIN's, a COMMIT
 // the server refused (an ERROR: a deferred constraint, a serialization
-// failure), or one never sent (TestInTxFailureBeforeItsCommitIsPlain).
+// failure), one never sent, or a session the server ended idle in its
+// transaction (TestInTxFailureBeforeItsCommitIsPlain).
 func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx, q *Store) error) (err error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -658,8 +659,9 @@ func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx, q *Store) error) (e
 // commitInDoubt reports whether err, a COMMIT's that was sent on an open
 // connection, leaves its fate unknown: anything but the server's answer
 // that it rolled back (an ERROR: a deferred constraint, a serialization
-// failure; or the COMMIT of a failed transaction) and a write of the
-// COMMIT that failed with nothing sent. A FATAL (the backend terminated,
+// failure; or the COMMIT of a failed transaction), a session the server
+// ended idle in its transaction before it read the COMMIT (25P03), and a
+// write of the COMMIT that failed with nothing sent. A FATAL (the backend terminated,
 // the server shutting down) may come after the commit was recorded (a
 // synchronous standby's wait cut short), and a connection lost (reset,
 // closed) before the answer came says nothing of what the server did
@@ -670,6 +672,13 @@ func commitInDoubt(err error) bool {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
+		if pgErr.Code == "25P03" {
+			// The server ended the session idle in its transaction
+			// (idle_in_transaction_session_timeout): the COMMIT never ran
+			// and the transaction rolled back, though the client reads
+			// the FATAL only as the COMMIT's answer.
+			return false
+		}
 		sev := pgErr.SeverityUnlocalized
 		if sev == "" {
 			sev = pgErr.Severity
