@@ -556,6 +556,7 @@ func escapeChunk(s, special string) string {
 	lines := strings.Split(s, "\n")
 	code := fenceLines(lines)
 	var b strings.Builder
+	fence, open := "", 0 // the code's opening fence and its indentation
 	for i, line := range lines {
 		if i > 0 {
 			b.WriteByte('\n')
@@ -563,10 +564,29 @@ func escapeChunk(s, special string) string {
 		trimmed := strings.TrimLeft(line, " ")
 		indent := len(line) - len(trimmed)
 		switch {
-		case !code[i] && fenceRun(trimmed) > 0:
-			// One line (its source or mark follows it on the line) or
-			// a fence never closed: prose, the fence escaped.
-			b.WriteString(line[:indent] + `\` + escape(parenthesized(trimmed), special))
+		case !code[i]:
+		case fence == "":
+			fence, open = trimmed[:fenceRun(trimmed)], indent
+		case closesFence(trimmed, indent, fence, open):
+			fence = ""
+		case strings.HasPrefix(trimmed, fence) && strings.TrimRight(strings.Trim(trimmed, fence[:1]), " ") == "":
+			// A fence's run indented past its opener is code, but
+			// StripMarkers, which may not see the indentation (a
+			// frontend drops it), would read it as closing the fence
+			// and end the chunk at the code's next blank line.
+			b.WriteString(line[:indent] + `\` + trimmed)
+			continue
+		}
+		switch {
+		case !code[i] && fenceRun(strings.TrimLeft(strings.TrimPrefix(trimmed, numberedLead.FindString(trimmed)), " ")) > 0:
+			// One line (its source or mark follows it on the line), a
+			// fence never closed, or a numbered line ending in one
+			// ("2. ```", which StripMarkers would read as an entry
+			// opening a fence): prose, the fence escaped.
+			lead := line[:indent] + numberedLead.FindString(trimmed)
+			rest := line[len(lead):]
+			sp := len(rest) - len(strings.TrimLeft(rest, " "))
+			b.WriteString(escape(parenthesized(lead+rest[:sp]), special) + `\` + escape(parenthesized(rest[sp:]), special))
 		case !code[i]:
 			b.WriteString(escape(parenthesized(line), special))
 		case strings.HasPrefix(trimmed, "(source:") || citationMark.MatchString(trimmed):
@@ -648,6 +668,10 @@ func fencesClosed(lines []string) []bool {
 	}
 	return closed
 }
+
+// numberedLead is a numbered line's number, "2. ", as StripMarkers reads
+// an entry's (extractor's numberedRE).
+var numberedLead = regexp.MustCompile(`^\d+\. `)
 
 // citationMark opens a line with a citation's number, "[3]".
 var citationMark = regexp.MustCompile(`^\[\d+\]`)

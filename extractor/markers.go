@@ -158,7 +158,9 @@ func inFencedCode(lines []string, last *regexp.Regexp) []bool {
 	for k, l := range lines {
 		line := strings.TrimSpace(l)
 		switch {
-		case last.MatchString(line) || opening(line):
+		case last.MatchString(line) || opening(line) && !strings.HasPrefix(l, " ") && !strings.HasPrefix(l, "\t"):
+			// An indented opening is a chunk's line (its code may quote
+			// memoryd's heading), as newChunkEnds reads it.
 			fence = ""
 		case fence != "":
 			code[k] = true
