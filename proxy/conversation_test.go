@@ -1,17 +1,13 @@
 package proxy_test
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/memoryd/memoryd/events"
-	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/proxy"
 )
 
@@ -25,26 +21,12 @@ import (
 func TestChatTurnsShareAConversation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	s := e.turnStream(t)
-	subj := events.TurnSubject(e.prefix, "alice")
 	n := uint64(0)
 	send := func(stream bool, messages string) events.Turn {
 		t.Helper()
 		e.chat(t, fmt.Sprintf(`{"model":"m","stream":%v,"messages":%s}`, stream, messages), nil)
 		n++
-		eventstest.Eventually(t, "the turn published", time.Minute, func() (bool, string) {
-			got := e.turnsPublished(t, "alice")
-			return got == n, fmt.Sprintf("%d turns", got)
-		})
-		msg, err := s.GetLastMsgForSubject(context.Background(), subj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var turn events.Turn
-		if err := json.Unmarshal(msg.Data, &turn); err != nil {
-			t.Fatal(err)
-		}
-		return turn
+		return e.nthTurn(t, "alice", n)
 	}
 	first := send(true, `[{"role":"system","content":"Today is Monday."},{"role":"user","content":"I'm choosing between a Civic and a Corolla."}]`)
 	// The app sends the reply back as it showed it, trimmed; its system
@@ -80,8 +62,6 @@ func TestChatTurnsShareAConversation(t *testing.T) {
 func TestClientConversationID(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	s := e.turnStream(t)
-	subj := events.TurnSubject(e.prefix, "alice")
 	n := uint64(0)
 	send := func(messages string, h ...string) events.Turn {
 		t.Helper()
@@ -91,19 +71,7 @@ func TestClientConversationID(t *testing.T) {
 		}
 		e.chat(t, `{"model":"m","messages":`+messages+`}`, header)
 		n++
-		eventstest.Eventually(t, "the turn published", time.Minute, func() (bool, string) {
-			got := e.turnsPublished(t, "alice")
-			return got == n, fmt.Sprintf("%d turns", got)
-		})
-		msg, err := s.GetLastMsgForSubject(context.Background(), subj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var turn events.Turn
-		if err := json.Unmarshal(msg.Data, &turn); err != nil {
-			t.Fatal(err)
-		}
-		return turn
+		return e.nthTurn(t, "alice", n)
 	}
 	second := func(next string) string {
 		return `[{"role":"user","content":"hi"},{"role":"assistant","content":"` + replyText + `"},{"role":"user","content":"` + next + `"}]`

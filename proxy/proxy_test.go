@@ -318,6 +318,25 @@ func (e *env) turnStream(t *testing.T) jetstream.Stream {
 	return s
 }
 
+// nthTurn waits until n turns of user are on the stream and returns the
+// last of them.
+func (e *env) nthTurn(t *testing.T, user string, n uint64) events.Turn {
+	t.Helper()
+	eventstest.Eventually(t, "the turn published", time.Minute, func() (bool, string) {
+		got := e.turnsPublished(t, user)
+		return got == n, fmt.Sprintf("%d turns", got)
+	})
+	msg, err := e.turnStream(t).GetLastMsgForSubject(context.Background(), events.TurnSubject(e.prefix, user))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var turn events.Turn
+	if err := json.Unmarshal(msg.Data, &turn); err != nil {
+		t.Fatal(err)
+	}
+	return turn
+}
+
 // turnsPublished is the number of turns on the stream for user.
 func (e *env) turnsPublished(t *testing.T, user string) uint64 {
 	t.Helper()

@@ -1,14 +1,8 @@
 package proxy_test
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"testing"
-	"time"
-
-	"github.com/memoryd/memoryd/events"
-	"github.com/memoryd/memoryd/events/eventstest"
 )
 
 // reasoningReplies are the upstream's replies in its reasoning modes: the
@@ -42,26 +36,13 @@ var cutReplies = map[string]string{
 func TestReasoningIsNotRemembered(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	s := e.turnStream(t)
-	subj := events.TurnSubject(e.prefix, "alice")
 	n := uint64(0)
 	for _, mode := range []string{"think", "r1", "thinking"} {
 		for _, stream := range []bool{false, true} {
 			e.up.setMode(mode)
 			e.chat(t, fmt.Sprintf(`{"model":"m","stream":%v,"messages":[{"role":"user","content":"I repaint my boat every May"}]}`, stream), nil)
 			n++
-			eventstest.Eventually(t, "the turn published", time.Minute, func() (bool, string) {
-				got := e.turnsPublished(t, "alice")
-				return got == n, fmt.Sprintf("%d turns", got)
-			})
-			msg, err := s.GetLastMsgForSubject(context.Background(), subj)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var turn events.Turn
-			if err := json.Unmarshal(msg.Data, &turn); err != nil {
-				t.Fatal(err)
-			}
+			turn := e.nthTurn(t, "alice", n)
 			if turn.AssistantResponse != replyText {
 				t.Errorf("%s, stream %v: the turn's reply is %q, want the answer alone, %q", mode, stream, turn.AssistantResponse, replyText)
 			}
@@ -77,26 +58,13 @@ func TestReasoningIsNotRemembered(t *testing.T) {
 func TestReasoningTagInProseIsRemembered(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	s := e.turnStream(t)
-	subj := events.TurnSubject(e.prefix, "alice")
 	n := uint64(0)
 	for _, c := range []struct{ mode, want string }{{"prose", proseReply}, {"cutspace", ""}} {
 		for _, stream := range []bool{false, true} {
 			e.up.setMode(c.mode)
 			e.chat(t, fmt.Sprintf(`{"model":"m","stream":%v,"messages":[{"role":"user","content":"what are think tags?"}]}`, stream), nil)
 			n++
-			eventstest.Eventually(t, "the turn published", time.Minute, func() (bool, string) {
-				got := e.turnsPublished(t, "alice")
-				return got == n, fmt.Sprintf("%d turns", got)
-			})
-			msg, err := s.GetLastMsgForSubject(context.Background(), subj)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var turn events.Turn
-			if err := json.Unmarshal(msg.Data, &turn); err != nil {
-				t.Fatal(err)
-			}
+			turn := e.nthTurn(t, "alice", n)
 			if turn.AssistantResponse != c.want {
 				t.Errorf("%s, stream %v: the turn's reply is %q, want %q", c.mode, stream, turn.AssistantResponse, c.want)
 			}
