@@ -2,13 +2,8 @@ package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/memoryd/memoryd/events/eventstest"
 )
 
 // TestJetStreamCommandWithAFrontendsCredentialSaysWhichToUse: a command
@@ -20,18 +15,12 @@ import (
 // account, which has no JetStream and would be refused the same.
 func TestJetStreamCommandWithAFrontendsCredentialSaysWhichToUse(t *testing.T) {
 	t.Parallel()
-	conf := filepath.Join(t.TempDir(), "nats.conf")
-	if err := os.WriteFile(conf, []byte(`authorization { users: [
+	url := natsWithConfig(t, `authorization { users: [
   { user: alice_frontend, password: p, permissions: {
       publish: { allow: ["memory.turns.alice", "memory.enrich.alice", "memory.stats.alice", "memory.facts.*.alice"] }
       subscribe: { allow: ["_INBOX_alice_frontend.>", "memory.changes.alice"] } } }
 ] }
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	url := eventstest.PrivateServer(t, func(port int) []string {
-		return []string{"-c", conf, "-a", "127.0.0.1", "-p", strconv.Itoa(port)}
-	})
+`)
 	for _, args := range [][]string{
 		{"deadletters", "--user", "alice"},
 		{"publish", "--user", "alice", "--message", "hi", "--response", "ok"},

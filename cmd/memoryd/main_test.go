@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -408,13 +409,7 @@ func TestServeExplainsNATSWithoutJetStream(t *testing.T) {
 // names the configuration file's jetstream block then too.
 func TestServeExplainsAnAccountWithoutServerJetStream(t *testing.T) {
 	t.Parallel()
-	conf := filepath.Join(t.TempDir(), "nats.conf")
-	if err := os.WriteFile(conf, []byte("accounts {\n  MEMORYD {\n    jetstream: enabled\n    users: [{user: memoryd, password: mpw}]\n  }\n}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	url := eventstest.PrivateServer(t, func(port int) []string {
-		return []string{"-a", "127.0.0.1", "-p", fmt.Sprint(port), "-c", conf}
-	})
+	url := natsWithConfig(t, "accounts {\n  MEMORYD {\n    jetstream: enabled\n    users: [{user: memoryd, password: mpw}]\n  }\n}\n")
 	_, dbURL := storetest.Schema(t)
 	for _, args := range [][]string{
 		{"publish", "--user", "u", "--message", "hi"},
@@ -893,4 +888,17 @@ func TestPublishFromStdinChecksTimestampAsMemoryd(t *testing.T) {
 	if string(sent[1].Metadata) != `{"n":1234567890123456789}` {
 		t.Errorf("metadata sent as %s", sent[1].Metadata)
 	}
+}
+
+// natsWithConfig starts a nats-server of the test's own, on its own port,
+// with the configuration file conf, and returns its URL.
+func natsWithConfig(t *testing.T, conf string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "nats.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return eventstest.PrivateServer(t, func(port int) []string {
+		return []string{"-c", path, "-a", "127.0.0.1", "-p", strconv.Itoa(port)}
+	})
 }

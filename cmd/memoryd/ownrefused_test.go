@@ -2,13 +2,8 @@ package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/memoryd/memoryd/events/eventstest"
 )
 
 // TestClientCommandWithMemorydsCredentialSaysWhichToUse: a client command
@@ -20,19 +15,13 @@ import (
 // its environment file sourced).
 func TestClientCommandWithMemorydsCredentialSaysWhichToUse(t *testing.T) {
 	t.Parallel()
-	conf := filepath.Join(t.TempDir(), "nats.conf")
-	if err := os.WriteFile(conf, []byte(`authorization { users: [
+	url := natsWithConfig(t, `authorization { users: [
   { user: memoryd, password: p, permissions: {
       publish: { allow: ["$JS.API.>", "$JS.ACK.>", "memory.deadletter.>", "memory.changes.>", "$KV.MEMORY_TURNS_FORGETS.>"] }
       subscribe: { allow: ["memory.>", "$SRV.>", "_INBOX.>"] }
       allow_responses: true } }
 ] }
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	url := eventstest.PrivateServer(t, func(port int) []string {
-		return []string{"-c", conf, "-a", "127.0.0.1", "-p", strconv.Itoa(port)}
-	})
+`)
 	for _, args := range [][]string{
 		{"stats", "--user", "bob"},
 		{"facts", "list", "--user", "bob"},

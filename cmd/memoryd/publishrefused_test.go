@@ -2,13 +2,8 @@ package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/memoryd/memoryd/events/eventstest"
 )
 
 // TestPublishWaitRefusedStatsSaysSo: publish --wait with a credential the
@@ -17,16 +12,10 @@ import (
 // publish --wait with memoryd's own credential, a serve running beside it).
 func TestPublishWaitRefusedStatsSaysSo(t *testing.T) {
 	t.Parallel()
-	conf := filepath.Join(t.TempDir(), "nats.conf")
-	if err := os.WriteFile(conf, []byte(`authorization { users: [
+	url := natsWithConfig(t, `authorization { users: [
   { user: u, password: p, permissions: { publish: { allow: ["p.turns.>"] }, subscribe: { allow: ["_INBOX.>"] } } }
 ] }
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	url := eventstest.PrivateServer(t, func(port int) []string {
-		return []string{"-c", conf, "-a", "127.0.0.1", "-p", strconv.Itoa(port)}
-	})
+`)
 	_, errOut, code := runArgs(context.Background(), "publish", "--user", "alice", "--message", "hi", "--response", "ok", "--wait", "5s",
 		"--ensure-stream=false", "--nats-url", url, "--nats-user", "u", "--nats-password", "p", "--prefix", "p")
 	if code != 1 || !strings.Contains(errOut, `Permissions Violation for Publish to "p.stats.alice"`) || strings.Contains(errOut, "start one") {
