@@ -576,6 +576,14 @@ func TestReplayRestoresClearedTurnText(t *testing.T) {
 	turn := events.Turn{ID: "r1", UserID: "alice", UserMessage: "I live in Lisbon.", AssistantResponse: "Nice city.", Metadata: []byte(`{"client":"web"}`)}
 	e.publish(turn)
 	e.waitDone(1)
+	// The prune leaves a turn a waiting job names, and River completes a
+	// job after its save commits: the turn is processed before its job ends.
+	e.waitFor("the extraction job ended", func() (bool, string) {
+		var n int
+		err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FROM river_job WHERE kind = $1
+			AND state IN ('available', 'pending', 'retryable', 'running', 'scheduled')`, worker.ExtractJobKind).Scan(&n)
+		return err == nil && n == 0, fmt.Sprint(n, err)
+	})
 	if _, err := e.store.Pool().Exec(e.ctx, `UPDATE turns SET processed_at = now() - interval '8 days'`); err != nil {
 		t.Fatal(err)
 	}
