@@ -321,7 +321,7 @@ func (e *extractWorker) extractEach(ctx context.Context, job *river.Job[ExtractA
 		e.flushUsage(ctx, usage)
 		err := e.fail(ctx, job.JobRow, job.Args.UserID, failed, repliesOf(firstErr, failed, digests))
 		if end := (*jobEnd)(nil); len(rest) > 0 && errors.As(err, &end) && end.label == outcomeFailed {
-			e.w.requeue(ctx, job.JobRow, rest, len(rest))
+			e.w.requeue(ctx, job.JobRow, rest, false)
 		}
 		return err
 	}
@@ -330,14 +330,16 @@ func (e *extractWorker) extractEach(ctx context.Context, job *river.Job[ExtractA
 
 // requeue gives turns of job, which ends without them (a crash failed it
 // for another turn, or it panicked at its last attempt: lastAttemptHandler),
-// jobs of their own, jobSize turns a job: those still there and not
+// jobs of their own (alone: a job each, claiming its turn alone, as a
+// burst's split gives them, so that a turn that panics again cannot take
+// another along; otherwise one job): those still there and not
 // processed, locked in the transaction that inserts them. A forget of the
 // user committed during the job's run deleted them, and one under way
 // waits for them and then deletes the job in its second pass over her
 // jobs; before, a job named the forgotten user's event ids after her
 // forget (TestCrashRequeueAfterAForgetGivesNoJobs). On failure they are
 // left pending to the reconciler, which gives them one within a minute.
-func (w *Worker) requeue(ctx context.Context, job *rivertype.JobRow, turns []store.Turn, jobSize int) {
+func (w *Worker) requeue(ctx context.Context, job *rivertype.JobRow, turns []store.Turn, alone bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCancelTimeout)
 	defer cancel()
 	// The job's user; none for a legacy job of several users' turns,
@@ -368,7 +370,12 @@ func (w *Worker) requeue(ctx context.Context, job *rivertype.JobRow, turns []sto
 		if _, err := q.HandOverClaims(ctx, job.ID, left[0].UserID, unprocessed(left)); err != nil {
 			return err
 		}
-		return w.enq.enqueueTurns(ctx, tx, left, jobSize, sourceReconcile, nil)
+		if alone {
+			// As read locked: with their conversation, which the
+			// split's jobs name.
+			return w.enq.enqueueSplit(ctx, tx, locked)
+		}
+		return w.enq.enqueueTurns(ctx, tx, left, len(left), sourceReconcile, nil)
 	})
 	if err != nil {
 		w.logger.Warn("cannot give the turns a failed job leaves a job of their own; the reconciler will", "job_id", job.ID, "turns", len(turns), "error", err)

@@ -93,7 +93,7 @@ func (w *Worker) endPanickedClaims(ctx context.Context, job *rivertype.JobRow, u
 			// A job each: the panic may be one turn's, and a job of
 			// several that panicked on it at its last attempt would fail
 			// the others with it (TestPanickingBurstGivesEachOtherTurnAJob).
-			w.requeue(ctx, job, turns, 1) // logs its own failure
+			w.requeue(ctx, job, turns, true) // logs its own failure
 		}
 	}
 	if err != nil {
