@@ -321,7 +321,12 @@ func (e *extractWorker) extractEach(ctx context.Context, job *river.Job[ExtractA
 		e.flushUsage(ctx, usage)
 		err := e.fail(ctx, job.JobRow, job.Args.UserID, failed, repliesOf(firstErr, failed, digests))
 		if end := (*jobEnd)(nil); len(rest) > 0 && errors.As(err, &end) && end.label == outcomeFailed {
-			e.w.requeue(ctx, job.JobRow, rest, false)
+			// A burst's leftover turns get a job each, as its split's and
+			// its panic's do: one job of them all that panicked on one at
+			// its last attempt failed the others with it, unsent
+			// (TestCrashLeftoverTurnPanicFailsAlone). A job of several
+			// turns of its own (a replay's) gives its turns one job.
+			e.w.requeue(ctx, job.JobRow, rest, job.Args.ConversationID != "")
 		}
 		return err
 	}
@@ -330,9 +335,9 @@ func (e *extractWorker) extractEach(ctx context.Context, job *river.Job[ExtractA
 
 // requeue gives turns of job, which ends without them (a crash failed it
 // for another turn, or it panicked at its last attempt: lastAttemptHandler),
-// jobs of their own (alone: a job each, claiming its turn alone, as a
-// burst's split gives them, so that a turn that panics again cannot take
-// another along; otherwise one job): those still there and not
+// jobs of their own (alone, for a burst's turns: a job each, claiming its
+// turn alone, as a burst's split gives them, so that a turn that panics
+// again cannot take another along; otherwise one job): those still there and not
 // processed, locked in the transaction that inserts them. A forget of the
 // user committed during the job's run deleted them, and one under way
 // waits for them and then deletes the job in its second pass over her
