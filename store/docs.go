@@ -511,7 +511,7 @@ func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, erro
 			c.ID, p.DocID, p.Source, r.Hash, p.Content, []byte(p.Metadata), len(p.Content), r.Status, r.Chunks, p.Chunking, recut); err != nil {
 			return fmt.Errorf("write document: %w", err)
 		}
-		if err := q.writeChunks(ctx, c, p.DocID, cut); err != nil {
+		if err := q.writeChunks(ctx, c, p.DocID, cut, recut); err != nil {
 			return err
 		}
 		return q.chunksWritten(ctx, chunksRef(c.ID, p.DocID, r.Hash, len(cut)))
@@ -555,13 +555,13 @@ func (s *Store) checkDocsCap(ctx context.Context, maxTotal, collectionID int64, 
 const headingSep = "\x1f"
 
 // writeChunks replaces a document's chunks by cut (none: deleted only).
-func (s *Store) writeChunks(ctx context.Context, c Collection, docID string, cut []ChunkText) error {
-	if _, err := s.db.Exec(ctx, `DELETE FROM doc_chunks WHERE collection_id = $1 AND doc_id = $2`, c.ID, docID); err != nil {
-		return fmt.Errorf("delete chunks: %w", err)
-	}
-	if len(cut) == 0 {
-		return nil
-	}
+// With recut (the content the document holds, cut again), a chunk whose
+// index, heading path and text the new cut has too is kept, its other
+// columns rewritten: its vectors and refusals (of that content, and of
+// that text: chunkSum) stay. Before, a re-cut deleted them all, and every
+// chunk of every document an older chunking cut was embedded again, the
+// identical ones too, searched without vectors meanwhile.
+func (s *Store) writeChunks(ctx context.Context, c Collection, docID string, cut []ChunkText, recut bool) error {
 	paths := make([]string, len(cut))
 	texts := make([]string, len(cut))
 	starts := make([]int32, len(cut))
@@ -572,6 +572,21 @@ func (s *Store) writeChunks(ctx context.Context, c Collection, docID string, cut
 			hs[j] = strings.ReplaceAll(h, headingSep, " ")
 		}
 		paths[i], texts[i], starts[i], ends[i] = strings.Join(hs, headingSep), ch.Text, int32(ch.Start), int32(ch.End)
+	}
+	if !recut || len(cut) == 0 {
+		if _, err := s.db.Exec(ctx, `DELETE FROM doc_chunks WHERE collection_id = $1 AND doc_id = $2`, c.ID, docID); err != nil {
+			return fmt.Errorf("delete chunks: %w", err)
+		}
+	} else if _, err := s.db.Exec(ctx, `
+		DELETE FROM doc_chunks ch WHERE ch.collection_id = $1 AND ch.doc_id = $2
+		  AND NOT EXISTS (SELECT FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS u(h, t, i)
+			WHERE u.i - 1 = ch.chunk_index AND u.t = ch.text
+			  AND (CASE WHEN u.h = '' THEN '{}'::text[] ELSE string_to_array(u.h, E'\x1f') END) = ch.heading_path)`,
+		c.ID, docID, paths, texts); err != nil {
+		return fmt.Errorf("delete chunks cut otherwise: %w", err)
+	}
+	if len(cut) == 0 {
+		return nil
 	}
 	// One statement for all the chunks: the arrays are unnested in order.
 	// Each field is parsed once, for both the search vector and its length
@@ -585,7 +600,10 @@ func (s *Store) writeChunks(ctx context.Context, c Collection, docID string, cut
 		FROM unnest($3::text[], $4::text[], $5::int[], $6::int[]) WITH ORDINALITY AS u(h, t, s, e, i),
 		LATERAL (SELECT CASE WHEN u.h = '' THEN '{}'::text[] ELSE string_to_array(u.h, E'\x1f') END AS path) p0,
 		LATERAL (SELECT p0.path, array_to_string(p0.path, ' > ') AS heading) p,
-		LATERAL (SELECT memoryd_tsvector_base($7, p.heading) AS h, memoryd_tsvector_base($7, u.t) AS t) v`,
+		LATERAL (SELECT memoryd_tsvector_base($7, p.heading) AS h, memoryd_tsvector_base($7, u.t) AS t) v
+		ON CONFLICT (collection_id, doc_id, chunk_index) DO UPDATE SET heading = excluded.heading, byte_start = excluded.byte_start,
+			byte_end = excluded.byte_end, ts_config = excluded.ts_config, search = excluded.search,
+			heading_len = excluded.heading_len, text_len = excluded.text_len`,
 		c.ID, docID, paths, texts, starts, ends, c.TSConfig); err != nil {
 		return fmt.Errorf("write chunks: %w", err)
 	}
@@ -627,7 +645,7 @@ func (s *Store) IndexDocument(ctx context.Context, collectionID int64, docID, ha
 		if err != nil {
 			return fmt.Errorf("chunk document: %w", err)
 		}
-		if err := q.writeChunks(ctx, c, docID, cut); err != nil {
+		if err := q.writeChunks(ctx, c, docID, cut, false); err != nil {
 			return err
 		}
 		if _, err := q.db.Exec(ctx, `UPDATE documents SET status = 'ready', chunks = $3, updated_at = now()

@@ -75,3 +75,25 @@ func TestChunkVectorsOfChunksCutAgainAreNotSaved(t *testing.T) {
 		t.Errorf("vectors of the new chunks: none saved")
 	}
 }
+
+// TestCutAgainKeepsTheVectorsOfIdenticalChunks: a put that cuts the
+// content a document holds again (an older chunking cut it) keeps the
+// chunks the new cut has too, at the same index with the same heading
+// path and text, and their vectors: nothing is left to embed. Before, the
+// re-cut deleted every chunk's vector, and each document an older release
+// cut was embedded again whole, searched without vectors meanwhile.
+func TestCutAgainKeepsTheVectorsOfIdenticalChunks(t *testing.T) {
+	ctx, s := setup(t)
+	r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "app", Source: "app.md", Content: guide})
+	n := saveChunkVectors(t, ctx, s, r, "m")
+	if n < 2 {
+		t.Fatalf("%d vectors saved, want 2 or more", n)
+	}
+	again := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "app", Source: "app.md", Content: guide, Chunking: "1"})
+	if again.Unchanged || again.Chunks != int(n) {
+		t.Fatalf("a put of another chunking: %+v, want it cut again into the same %d chunks", again, n)
+	}
+	if ts := chunkTargets(t, ctx, s, again, "m"); len(ts) != 0 {
+		t.Errorf("after a re-cut into the same chunks, %d of %d chunks to embed again; want none", len(ts), n)
+	}
+}
