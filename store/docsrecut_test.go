@@ -97,3 +97,53 @@ func TestCutAgainKeepsTheVectorsOfIdenticalChunks(t *testing.T) {
 		t.Errorf("after a re-cut into the same chunks, %d of %d chunks to embed again; want none", len(ts), n)
 	}
 }
+
+// oldReleaseSave saves a vector for each chunk of ws's indexes with the
+// statement of a release before the chunk sums (migration 072's), which
+// checks the content hash alone, as a serve of it does during a rolling
+// upgrade, and returns how many were saved.
+func oldReleaseSave(t *testing.T, ctx context.Context, s *store.Store, r store.PutResult, ws []store.ChunkEmbeddingWrite) int64 {
+	t.Helper()
+	idx, dims, vecs := make([]int32, len(ws)), make([]int32, len(ws)), make([][]byte, len(ws))
+	for i, w := range ws {
+		idx[i], dims[i], vecs[i] = int32(w.ChunkIndex), int32(w.Dims), w.Vector
+	}
+	tag, err := s.Pool().Exec(ctx, `
+		INSERT INTO chunk_embeddings AS e (collection_id, doc_id, chunk_index, model, content_hash, dims, vector)
+		SELECT d.collection_id, d.doc_id, ch.chunk_index, $4, d.content_hash, w.d, w.v
+		FROM documents d
+		JOIN unnest($5::int[], $6::int[], $7::bytea[]) AS w(i, d, v) ON true
+		JOIN doc_chunks ch ON ch.collection_id = d.collection_id AND ch.doc_id = d.doc_id AND ch.chunk_index = w.i
+		WHERE d.collection_id = $1 AND d.doc_id = $2 AND d.content_hash = $3 AND d.status = 'ready'
+		ORDER BY ch.chunk_index
+		ON CONFLICT (collection_id, model, doc_id, chunk_index) DO UPDATE
+			SET content_hash = excluded.content_hash, dims = excluded.dims, vector = excluded.vector, created_at = now()`,
+		r.Collection.ID, r.DocID, r.Hash, "m", idx, dims, vecs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tag.RowsAffected()
+}
+
+// TestPreviousReleaseSavesNoVectorsOfChunksCutAgain: during a rolling
+// upgrade, a chunk embedding job of the previous release, which read a
+// document's chunks before this release cut the same content again,
+// saves no vector onto the new chunks, whose texts it did not embed; its
+// saves onto a document no release recording chunkings cut are kept.
+// Before, it saved one onto every new chunk at an index it had read.
+func TestPreviousReleaseSavesNoVectorsOfChunksCutAgain(t *testing.T) {
+	ctx, s := setup(t)
+	r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "app", Source: "app.md", Content: guide})
+	ws := chunkVectorWrites(t, ctx, s, r, "m")
+	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "app", Source: "app.py", Content: guide, Chunking: "1 python"})
+	if n := oldReleaseSave(t, ctx, s, r, ws); n != 0 {
+		t.Errorf("the previous release's job saved %d vectors of the chunks cut before onto those cut again; want none", n)
+	}
+	other := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "other", Source: "other.md", Content: guide})
+	if n := oldReleaseSave(t, ctx, s, other, chunkVectorWrites(t, ctx, s, other, "m")); n != int64(other.Chunks) {
+		t.Errorf("the previous release's job saved %d vectors of a document it cut; want %d", n, other.Chunks)
+	}
+	if n := saveChunkVectors(t, ctx, s, r, "m"); n == 0 {
+		t.Errorf("this release's vectors of the new chunks: none saved")
+	}
+}
