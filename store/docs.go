@@ -199,6 +199,21 @@ type PutResult struct {
 	Chunks int
 }
 
+// cutLabel is what a document's row keeps in its chunking column: the
+// chunking (chunker.Chunking) and the start of the hash of the content it
+// cut, "1 python@4d3fa84b5a4b" ("" for a put naming no chunking). A serve
+// of the release before migration 072 puts new content over a document
+// rewriting its content and hash but not the column, which it does not
+// know: the label then names another content, and this release's next
+// put of that content cuts it again rather than keep that release's
+// chunks as its own.
+func cutLabel(chunking, hash string) string {
+	if chunking == "" {
+		return ""
+	}
+	return chunking + "@" + hash[:12]
+}
+
 // DocumentHash is the hash PutDocument keeps of a document's content.
 func DocumentHash(content string) string {
 	h := sha256.Sum256([]byte(content))
@@ -469,7 +484,7 @@ func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, erro
 		// Chunks cut another way (an older release, another language's
 		// name) are cut again: the same content wrote nothing, and the
 		// document kept them until its content changed.
-		sameCut := p.Chunking == "" || chunking == p.Chunking
+		sameCut := p.Chunking == "" || chunking == cutLabel(p.Chunking, r.Hash)
 		switch {
 		case err == nil && hash == r.Hash && sameCut && (status != DocPending || p.Chunk == nil):
 			// A pending document put again with its content is left as it
@@ -508,7 +523,7 @@ func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, erro
 				content_hash = excluded.content_hash, content = excluded.content, metadata = excluded.metadata,
 				size_bytes = excluded.size_bytes, status = excluded.status, chunks = excluded.chunks, updated_at = now(),
 				put_at = CASE WHEN $11 THEN documents.put_at ELSE now() END, chunking = excluded.chunking`,
-			c.ID, p.DocID, p.Source, r.Hash, p.Content, []byte(p.Metadata), len(p.Content), r.Status, r.Chunks, p.Chunking, recut); err != nil {
+			c.ID, p.DocID, p.Source, r.Hash, p.Content, []byte(p.Metadata), len(p.Content), r.Status, r.Chunks, cutLabel(p.Chunking, r.Hash), recut); err != nil {
 			return fmt.Errorf("write document: %w", err)
 		}
 		if err := q.writeChunks(ctx, c, p.DocID, cut, recut); err != nil {

@@ -40,7 +40,7 @@ func TestPutDocumentCutsAgainAnotherChunking(t *testing.T) {
 		JOIN doc_chunks ch USING (collection_id, doc_id) WHERE d.doc_id = 'app' AND ch.chunk_index = 0`).Scan(&source, &chunking, &metadata, &text); err != nil {
 		t.Fatal(err)
 	}
-	if source != "app.py" || chunking != "1 python" || metadata != `{"v": 2}` || text[:9] != "```python" {
+	if source != "app.py" || chunking != "1 python@"+old.Hash[:12] || metadata != `{"v": 2}` || text[:9] != "```python" {
 		t.Errorf("after the cut: source %q, chunking %q, metadata %s, chunk 0 %q", source, chunking, metadata, text)
 	}
 	if at := putAt(); !at.Equal(first) {
@@ -145,5 +145,32 @@ func TestPreviousReleaseSavesNoVectorsOfChunksCutAgain(t *testing.T) {
 	}
 	if n := saveChunkVectors(t, ctx, s, r, "m"); n == 0 {
 		t.Errorf("this release's vectors of the new chunks: none saved")
+	}
+}
+
+// TestPutDocumentCutsAgainWhatAPreviousReleaseRewrote: a serve of the
+// release before migration 072, running beside this one during a rolling
+// upgrade (or after a roll back), puts new content over a document this
+// release cut: it writes the content, its hash and its own chunks, and
+// leaves the chunking column, which it does not know, as this release
+// wrote it. This release's next put of that content cuts it again.
+// Before, the chunking matched the put's and the put wrote nothing, so the
+// document kept the previous release's chunks (code without its
+// declarations' headings) until its content changed again.
+func TestPutDocumentCutsAgainWhatAPreviousReleaseRewrote(t *testing.T) {
+	ctx, s := setup(t)
+	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "app", Source: "app.py", Content: guide, Chunking: "1 python"})
+	// The previous release's put of new content, in its own statement's
+	// terms: every column it knows rewritten, chunking left.
+	edited := guide + "\nOne more paragraph.\n"
+	if _, err := s.Pool().Exec(context.Background(), `UPDATE documents SET content = $1, content_hash = $2, size_bytes = $3,
+		updated_at = now(), put_at = now() WHERE doc_id = 'app'`, edited, store.DocumentHash(edited), len(edited)); err != nil {
+		t.Fatal(err)
+	}
+	if r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "app", Source: "app.py", Content: edited, Chunking: "1 python"}); r.Unchanged {
+		t.Errorf("a put of the content a previous release wrote: %+v, want it cut again", r)
+	}
+	if r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "app", Source: "app.py", Content: edited, Chunking: "1 python"}); !r.Unchanged {
+		t.Errorf("the put after: %+v, want unchanged", r)
 	}
 }
