@@ -436,7 +436,16 @@ func Revoke(file, userID, hashPrefix string) ([]Line, error) {
 		}
 	}
 	if len(gone) == 0 {
-		return nil, fmt.Errorf("apikeys: no key in %s matches (user %q, hash prefix %q)", file, userID, hashPrefix)
+		// Named as asked for, and only that: `hash prefix ""` for a revoke
+		// by user read as if an empty prefix had been given.
+		what := "no key"
+		if userID != "" {
+			what += fmt.Sprintf(" of user %q", userID)
+		}
+		if hashPrefix != "" {
+			what += fmt.Sprintf(" whose hash starts with %q", HashPrefix+hashPrefix)
+		}
+		return nil, fmt.Errorf("apikeys: %s in %s", what, file)
 	}
 	var b strings.Builder
 	for i, line := range strings.SplitAfter(string(data), "\n") {
