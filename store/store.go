@@ -155,7 +155,7 @@ func (s *Store) CreatedDatabase() bool { return s.created }
 // New returns a Store over an existing pool. The caller keeps ownership of the
 // pool.
 func New(pool *pgxpool.Pool) *Store {
-	s := &Store{pool: pool, db: pool, hooks: &hookBox{}}
+	s := &Store{pool: pool, db: autocommit{pool}, hooks: &hookBox{}}
 	s.holds = &holdBox{held: map[string]int{}, owner: s}
 	return s
 }

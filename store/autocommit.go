@@ -1,0 +1,181 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// autocommit is what a Store outside a transaction runs its queries on:
+// the pool, each statement its own transaction, committed by the server
+// before it answers. A write whose connection is lost once it was sent
+// (the backend terminated, the connection reset before the answer) may
+// have committed, as InTx's COMMIT may: its error wraps
+// ErrCommitUnconfirmed, where before it was the connection's, which
+// callers answered as nothing written
+// (TestSingleStatementWriteCutByALostConnectionIsUnconfirmed). A read's
+// error is left as it is, as is a write's the server answered (an ERROR:
+// it rolled back) or one raised before anything was sent.
+type autocommit struct {
+	pool *pgxpool.Pool
+}
+
+// writeStatement matches SQL that changes data: an INSERT, UPDATE (not a
+// row lock's FOR UPDATE), DELETE, MERGE or TRUNCATE, in a CTE or not.
+var writeStatement = regexp.MustCompile(`(?is)\b(insert\s+into|delete\s+from|merge\s+into|truncate)\b|\bupdate\s+[a-z_."]+(\s+(as\s+)?[a-z_]+)?\s+set\b`)
+
+// writes caches isWrite by statement: the store's SQL is a nearly fixed
+// set of strings (some built from a few choices), matched once each; at
+// most maxWrites are kept.
+var (
+	writes  sync.Map
+	nWrites atomic.Int64
+)
+
+const maxWrites = 4096
+
+func isWrite(sql string) bool {
+	if w, ok := writes.Load(sql); ok {
+		return w.(bool)
+	}
+	w := writeStatement.MatchString(sql)
+	if nWrites.Add(1) <= maxWrites {
+		writes.Store(sql, w)
+	}
+	return w
+}
+
+// unconfirmed wraps err in ErrCommitUnconfirmed when it leaves a write
+// sent on c, open when it was sent, in doubt: c was closed by it (a
+// FATAL, a read or write that failed; not an ERROR, after which the
+// connection goes on) and pgx does not know it for sent before anything
+// was.
+func unconfirmed(c *pgxpool.Conn, wasOpen bool, err error) error {
+	if err == nil || !wasOpen || !c.Conn().PgConn().IsClosed() || pgconn.SafeToRetry(err) {
+		return err
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		sev := pgErr.SeverityUnlocalized
+		if sev == "" {
+			sev = pgErr.Severity
+		}
+		if sev != "FATAL" && sev != "PANIC" {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: the connection was lost once the statement was sent: %w", ErrCommitUnconfirmed, err)
+}
+
+func (a autocommit) acquire(ctx context.Context) (*pgxpool.Conn, bool, error) {
+	c, err := a.pool.Acquire(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	return c, !c.Conn().PgConn().IsClosed(), nil
+}
+
+func (a autocommit) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if !isWrite(sql) {
+		return a.pool.Exec(ctx, sql, args...)
+	}
+	c, open, err := a.acquire(ctx)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	defer c.Release()
+	tag, err := c.Exec(ctx, sql, args...)
+	return tag, unconfirmed(c, open, err)
+}
+
+func (a autocommit) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if !isWrite(sql) {
+		return a.pool.Query(ctx, sql, args...)
+	}
+	c, open, err := a.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := c.Query(ctx, sql, args...)
+	if err != nil {
+		err = unconfirmed(c, open, err)
+		c.Release()
+		return nil, err
+	}
+	return &autocommitRows{Rows: rows, c: c, open: open}, nil
+}
+
+func (a autocommit) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if !isWrite(sql) {
+		return a.pool.QueryRow(ctx, sql, args...)
+	}
+	c, open, err := a.acquire(ctx)
+	if err != nil {
+		return errRow{err}
+	}
+	return &autocommitRow{row: c.QueryRow(ctx, sql, args...), c: c, open: open}
+}
+
+// SendBatch runs a batch on the pool as it is: no Store method sends one
+// outside a transaction.
+func (a autocommit) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return a.pool.SendBatch(ctx, b)
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+type autocommitRow struct {
+	row  pgx.Row
+	c    *pgxpool.Conn
+	open bool
+}
+
+func (r *autocommitRow) Scan(dest ...any) error {
+	err := unconfirmed(r.c, r.open, r.row.Scan(dest...))
+	r.c.Release()
+	return err
+}
+
+// autocommitRows releases its connection once closed, and its Err then
+// says whether the write may have been done.
+type autocommitRows struct {
+	pgx.Rows
+	c      *pgxpool.Conn
+	open   bool
+	closed bool
+	err    error
+}
+
+func (r *autocommitRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+func (r *autocommitRows) Close() {
+	if r.closed {
+		return
+	}
+	r.closed = true
+	r.Rows.Close()
+	r.err = unconfirmed(r.c, r.open, r.Rows.Err())
+	r.c.Release()
+}
+
+func (r *autocommitRows) Err() error {
+	if !r.closed {
+		return r.Rows.Err()
+	}
+	return r.err
+}

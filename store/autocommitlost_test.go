@@ -1,0 +1,174 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/memoryd/memoryd/events/eventstest"
+	"github.com/memoryd/memoryd/store"
+	"github.com/memoryd/memoryd/store/storetest"
+)
+
+// TestSingleStatementWriteCutByALostConnectionIsUnconfirmed: a write run
+// as one statement outside InTx (autocommit: the statement is its own
+// transaction, committed before its answer) whose connection was lost
+// once the statement was sent returned the connection's error as it was,
+// which callers answered "memory store unavailable", nothing done,
+// though the server may have committed: with the connection reset under
+// a revoke held at a deferred trigger, the grant is gone once the
+// trigger lets it go. Its error now wraps ErrCommitUnconfirmed, as
+// InTx's does.
+func TestSingleStatementWriteCutByALostConnectionIsUnconfirmed(t *testing.T) {
+	t.Parallel()
+	for _, cancelOnServer := range []bool{false, true} {
+		t.Run(fmt.Sprintf("backend terminated, CancelOnServer %v", cancelOnServer), func(t *testing.T) {
+			ctx, s := setup(t)
+			grantTeam(t, ctx, s)
+			h := holdRevokeCommits(t, ctx, s)
+			w := openOn(t, ctx, storetest.URL(t, s), cancelOnServer)
+			res := make(chan error, 1)
+			go func() { _, err := w.RevokeReader(ctx, "team", "lena"); res <- err }()
+			pid := h.waiter(t, ctx, s)
+			if _, err := s.Pool().Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+				t.Fatal(err)
+			}
+			got := <-res
+			h.release(t, ctx)
+			h.ended(t, ctx, s)
+			if !errors.Is(got, store.ErrCommitUnconfirmed) {
+				t.Errorf("a revoke whose backend was terminated during its commit returned %v; want it to wrap ErrCommitUnconfirmed", got)
+			}
+		})
+		t.Run(fmt.Sprintf("connection reset, CancelOnServer %v", cancelOnServer), func(t *testing.T) {
+			ctx, s := setup(t)
+			grantTeam(t, ctx, s)
+			h := holdRevokeCommits(t, ctx, s)
+			p := startResetProxy(t, storetest.URL(t, s))
+			w := openOn(t, ctx, p.url, cancelOnServer)
+			res := make(chan error, 1)
+			go func() { _, err := w.RevokeReader(ctx, "team", "lena"); res <- err }()
+			h.waiter(t, ctx, s)
+			p.reset() // the client's side only: the server goes on
+			got := <-res
+			h.release(t, ctx)
+			h.ended(t, ctx, s)
+			if n := readers(t, ctx, s); n != 0 {
+				t.Fatalf("%d grants left after the revoke the server completed once the client's connection was reset (the test's premise)", n)
+			}
+			if !errors.Is(got, store.ErrCommitUnconfirmed) {
+				t.Errorf("a revoke whose connection was reset during its commit returned %v, and the revoke committed; want it to wrap ErrCommitUnconfirmed", got)
+			}
+		})
+	}
+}
+
+// TestSingleStatementFailureThatSaysNothingWasDoneIsPlain: a statement
+// the server refused (an ERROR: the transaction rolled back), one never
+// sent (its context ended first), and a read whose connection was lost
+// say nothing was written: not ErrCommitUnconfirmed.
+func TestSingleStatementFailureThatSaysNothingWasDoneIsPlain(t *testing.T) {
+	t.Run("refused", func(t *testing.T) {
+		ctx, s := setup(t)
+		grantTeam(t, ctx, s)
+		if _, err := s.Pool().Exec(ctx, `
+			CREATE FUNCTION test_revoke_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN RAISE EXCEPTION 'refused'; END $$;
+			CREATE TRIGGER test_revoke_refuse BEFORE DELETE ON collection_readers
+				FOR EACH ROW EXECUTE FUNCTION test_revoke_refuse()`); err != nil {
+			t.Fatal(err)
+		}
+		_, got := s.RevokeReader(ctx, "team", "lena")
+		if got == nil || errors.Is(got, store.ErrCommitUnconfirmed) {
+			t.Errorf("a revoke the server refused returned %v; want a plain error", got)
+		}
+		if n := readers(t, ctx, s); n != 1 {
+			t.Errorf("%d grants after the refused revoke; want 1", n)
+		}
+	})
+	t.Run("never sent", func(t *testing.T) {
+		ctx, s := setup(t)
+		grantTeam(t, ctx, s)
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		_, got := s.RevokeReader(cctx, "team", "lena")
+		if got == nil || errors.Is(got, store.ErrCommitUnconfirmed) {
+			t.Errorf("a revoke whose context had ended returned %v; want a plain error", got)
+		}
+	})
+	t.Run("a read", func(t *testing.T) {
+		ctx, s := setup(t)
+		w := openOn(t, ctx, storetest.URL(t, s), false)
+		// The read waits for a lock on facts held by another transaction,
+		// and its backend is ended there.
+		lock, err := s.Pool().Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lock.Rollback(ctx)
+		if _, err := lock.Exec(ctx, `LOCK TABLE facts IN ACCESS EXCLUSIVE MODE`); err != nil {
+			t.Fatal(err)
+		}
+		res := make(chan error, 1)
+		go func() { _, err := w.Fact(ctx, "lena", "location"); res <- err }()
+		var pid int32
+		eventstest.Eventually(t, "the read to wait at the lock", 30*time.Second, func() (bool, string) {
+			err := s.Pool().QueryRow(ctx, `SELECT pid FROM pg_locks WHERE relation = 'facts'::regclass AND NOT granted`).Scan(&pid)
+			return err == nil, fmt.Sprint(err)
+		})
+		if _, err := s.Pool().Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+			t.Fatal(err)
+		}
+		if got := <-res; got == nil || errors.Is(got, store.ErrCommitUnconfirmed) {
+			t.Errorf("a read whose backend was terminated returned %v; want a plain error", got)
+		}
+	})
+}
+
+func grantTeam(t *testing.T, ctx context.Context, s *store.Store) {
+	t.Helper()
+	if _, err := s.GrantReader(ctx, "team", "lena"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readers(t *testing.T, ctx context.Context, s *store.Store) int {
+	t.Helper()
+	var n int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM collection_readers WHERE scope = 'team' AND user_id = 'lena'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// holdRevokeCommits holds each commit of a delete from collection_readers
+// at a deferred trigger until release.
+func holdRevokeCommits(t *testing.T, ctx context.Context, s *store.Store) *heldCommits {
+	t.Helper()
+	h := holdLock(t, ctx, s)
+	if _, err := s.Pool().Exec(ctx, fmt.Sprintf(`
+		CREATE FUNCTION test_revoke_hold() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN PERFORM pg_advisory_xact_lock_shared(%d); RETURN NULL; END $$;
+		CREATE CONSTRAINT TRIGGER test_revoke_hold AFTER DELETE ON collection_readers DEFERRABLE INITIALLY DEFERRED
+			FOR EACH ROW EXECUTE FUNCTION test_revoke_hold()`, h.key)); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func holdLock(t *testing.T, ctx context.Context, s *store.Store) *heldCommits {
+	t.Helper()
+	h := &heldCommits{key: rand.Int64()}
+	var err error
+	if h.hold, err = s.Pool().Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.hold.Release)
+	if _, err := h.hold.Exec(ctx, `SELECT pg_advisory_lock($1)`, h.key); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
