@@ -35,7 +35,7 @@ func failureBesideAnotherJobsClaim(t *testing.T, final bool) {
 	if got, err := s.ClaimConversationTurns(ctx, c); err != nil || len(got) != 1 || got[0].EventID != x {
 		t.Fatalf("job 2's claim = %+v, %v; want x, job 1's claim lapsed", got, err)
 	}
-	if err := s.MarkJobFailed(ctx, 1, "alice", []string{x}, "job 1's", final); err != nil {
+	if _, err := s.MarkJobFailed(ctx, 1, "alice", []string{x}, "job 1's", final); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := s.ClaimConversationTurns(ctx, claim(3, "c", later)); err != nil || len(got) != 1 || got[0].EventID != later {
@@ -45,7 +45,7 @@ func failureBesideAnotherJobsClaim(t *testing.T, final bool) {
 	if err != nil || turn.Status != store.StatusPending || turn.Attempts != 0 || turn.LastError != "" {
 		t.Fatalf("final=%v: x after job 1's failure = %+v, %v; want it pending, untouched", final, turn, err)
 	}
-	if err := s.MarkJobFailed(ctx, 2, "alice", []string{x}, "job 2's", final); err != nil {
+	if _, err := s.MarkJobFailed(ctx, 2, "alice", []string{x}, "job 2's", final); err != nil {
 		t.Fatal(err)
 	}
 	want := store.StatusPending

@@ -332,7 +332,8 @@ func (s *Store) ClearProcessedClaims(ctx context.Context, limit int) (int64, err
 // processed, for no job: MarkJobFailed of a job that holds no claim (the
 // reconciler's, a takeover's, whose jobs' claims are over).
 func (s *Store) MarkFailed(ctx context.Context, userID string, eventIDs []string, reason string, final bool) error {
-	return s.MarkJobFailed(ctx, 0, userID, eventIDs, reason, final)
+	_, err := s.MarkJobFailed(ctx, 0, userID, eventIDs, reason, final)
+	return err
 }
 
 // MarkJobFailed records job jobID's extraction failure for the user's
@@ -350,8 +351,11 @@ func (s *Store) MarkFailed(ctx context.Context, userID string, eventIDs []string
 // the turn again while the other's request for it was out
 // (TestFailureAfterALapsedClaimLeavesTheNewClaim); a final failure set it
 // failed under the other job, whose own retry then found it failed and
-// left it so.
-func (s *Store) MarkJobFailed(ctx context.Context, jobID int64, userID string, eventIDs []string, reason string, final bool) error {
+// left it so. It returns how many turns it recorded the failure for: not
+// those left as they were (another job's, processed, failed already on a
+// failure not final), which the job's metrics must not count failed
+// (TestFinalFailureCountsNotTheTurnAnotherJobHolds).
+func (s *Store) MarkJobFailed(ctx context.Context, jobID int64, userID string, eventIDs []string, reason string, final bool) (int64, error) {
 	status := StatusPending
 	if final {
 		status = StatusFailed
@@ -364,7 +368,7 @@ func (s *Store) MarkJobFailed(ctx context.Context, jobID int64, userID string, e
 	// that ran beside the one that failed it for good (a burst's retry and
 	// a reconciler's job of the same turn), and set it pending with no job
 	// left to run it; a retry resets failed turns itself (ResetFailed).
-	_, err := s.db.Exec(ctx, `WITH locked AS MATERIALIZED (
+	tag, err := s.db.Exec(ctx, `WITH locked AS MATERIALIZED (
 			SELECT user_id, event_id FROM turns
 			WHERE event_id = ANY($1) AND ($4 = '' OR user_id = $4) AND status <> 'processed'
 				AND ($5 OR status <> 'failed')
@@ -375,9 +379,9 @@ func (s *Store) MarkJobFailed(ctx context.Context, jobID int64, userID string, e
 			claimed_until = CASE WHEN t.claimed_by = $6 THEN NULL ELSE t.claimed_until END
 		FROM locked l WHERE t.user_id = l.user_id AND t.event_id = l.event_id`, eventIDs, status, reason, userID, final, jobID)
 	if err != nil {
-		return fmt.Errorf("mark failed: %w", err)
+		return 0, fmt.Errorf("mark failed: %w", err)
 	}
-	return nil
+	return tag.RowsAffected(), nil
 }
 
 // CountFailedTurns counts every user's failed turns (through the partial

@@ -57,14 +57,20 @@ func (e *extractWorker) Work(ctx context.Context, job *river.Job[ExtractArgs]) e
 	took := time.Since(start)
 	leave()
 	label := outcomeProcessed
+	turns := len(job.Args.EventIDs)
 	var end *jobEnd
 	switch {
 	case errors.As(err, &end):
 		label = end.label
+		if end.marked {
+			// Those the failure was recorded for: not a turn another
+			// job's claim held, which that job counts.
+			turns = end.turns
+		}
 	case err != nil:
 		label = outcomeRetry
 	}
-	e.w.cfg.Observer.Extracted(took, len(job.Args.EventIDs), label)
+	e.w.cfg.Observer.Extracted(took, turns, label)
 	return err
 }
 
@@ -979,11 +985,15 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 		e.w.logger.Log(ctx, waitLevel(v.n, slog.LevelWarn), msg, "job_id", job.ID, "user_id", userID,
 			"db_waits", v.n, "max_db_outage", b.maxDBOutage.String(), "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
 	}
+	end := &jobEnd{op: "extract", label: v.label, river: v.river, cause: err}
 	if v.record {
 		markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCancelTimeout)
 		defer cancel()
-		if merr := e.w.cfg.Store.MarkJobFailed(markCtx, job.ID, userID, eventIDs, err.Error(), v.final); merr != nil {
+		n, merr := e.w.cfg.Store.MarkJobFailed(markCtx, job.ID, userID, eventIDs, err.Error(), v.final)
+		if merr != nil {
 			e.w.logger.Error("cannot record extraction failure", "job_id", job.ID, "user_id", userID, "error", merr)
+		} else if v.final {
+			end.turns, end.marked = int(n), true
 		}
 		level, msg := e.w.logger.Warn, "extraction failed"
 		switch {
@@ -1005,7 +1015,7 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 		level(msg, "job_id", job.ID, "user_id", userID, "event_ids", logIDs(eventIDs), "attempt", job.Attempt, "max_attempts", maxAttempts,
 			"final", v.final, "kind", kindName(err), "turns", len(eventIDs), "error", err)
 	}
-	return &jobEnd{op: "extract", label: v.label, river: v.river, cause: err}
+	return end
 }
 
 // msgModelUnreachable is logged when an extraction job waits for a model

@@ -64,7 +64,7 @@ func (h lastAttemptHandler) HandlePanic(ctx context.Context, job *rivertype.JobR
 	}
 	reason := err.Error()
 	if len(args.EventIDs) > 0 {
-		if err := h.w.cfg.Store.MarkJobFailed(mctx, job.ID, args.UserID, args.EventIDs, reason, true); err != nil {
+		if _, err := h.w.cfg.Store.MarkJobFailed(mctx, job.ID, args.UserID, args.EventIDs, reason, true); err != nil {
 			h.w.logger.Error("cannot record extraction failure", "job_id", job.ID, "error", err)
 		}
 	}

@@ -992,6 +992,10 @@ func countSnooze(ctx context.Context, job *rivertype.JobRow, err error, v verdic
 type jobEnd struct {
 	op, label    string
 	river, cause error
+	// turns, when marked, is how many of the job's turns a final failure
+	// was recorded for (the job's metrics count those failed).
+	turns  int
+	marked bool
 }
 
 func (j *jobEnd) Error() string   { return j.op + ": " + j.cause.Error() }
