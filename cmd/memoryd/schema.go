@@ -97,18 +97,23 @@ type fieldRule struct {
 	minimum, maximum any
 	// enum lists the accepted values.
 	enum []any
-	// years: a time whose year must be 1970..9999, stated as a pattern
-	// (format date-time leaves the year open).
+	// years: a time whose year must be 1970..9999, in the shape the
+	// service parses, stated as a pattern (format date-time leaves the
+	// year open, and most validators do not assert it).
 	years bool
 	// description says what JSON Schema cannot express.
 	description string
 }
 
-// yearPattern matches an RFC 3339 time of the years 1970..9999.
-const yearPattern = `^(19[7-9][0-9]|[2-9][0-9]{3})-`
+// yearPattern matches an RFC 3339 time of the years 1970..9999, with the
+// shape the service takes: T and Z in capitals, offsets 00..23:00..59.
+// format date-time alone is an annotation to most validators (JSON
+// Schema 2020-12's default), which would pass a lowercase "t" that makes
+// a turn a dead letter.
+const yearPattern = `^(19[7-9][0-9]|[2-9][0-9]{3})-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}([.,][0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`
 
 // timeText is how the time fields' descriptions start.
-const timeText = "RFC 3339 (offset hours 00..23, minutes 00..59), year 1970 to 9999 in UTC"
+const timeText = "RFC 3339 with T and Z in capitals (offset hours 00..23, minutes 00..59), year 1970 to 9999 in UTC"
 
 // rootRule is the key of a schema's own description in fieldRules.
 const rootRule = ""
