@@ -176,6 +176,12 @@ func keysOf(userID, question, answer string) clearKeys {
 // deduplicated against: pruning skips locked rows, and an insert that
 // waited on a row the prune deleted inserts the pair anew.
 func (s *Store) InsertContext(ctx context.Context, items []ContextWrite) ([]int64, error) {
+	return s.insertContextItems(ctx, items, false)
+}
+
+// insertContextItems is InsertContext; with held, the transaction holds
+// the reset lock and the items' users' clear locks already (SaveMemory).
+func (s *Store) insertContextItems(ctx context.Context, items []ContextWrite, held bool) ([]int64, error) {
 	if len(items) == 0 {
 		return nil, nil
 	}
@@ -199,13 +205,15 @@ func (s *Store) InsertContext(ctx context.Context, items []ContextWrite) ([]int6
 	err := s.inTx(ctx, func(q *Store) error {
 		// First, as UpsertFacts: a reset of every user in flight commits
 		// first, or waits for this insert (see resetLock).
-		if err := q.lockResets(ctx); err != nil {
-			return err
-		}
-		// Held to the end of the transaction: a clear of these users waits
-		// for it, and it sees every clear committed before.
-		if err := q.lockClears(ctx, users, false); err != nil {
-			return err
+		if !held {
+			if err := q.lockResets(ctx); err != nil {
+				return err
+			}
+			// Held to the end of the transaction: a clear of these users
+			// waits for it, and it sees every clear committed before.
+			if err := q.lockClears(ctx, users, false); err != nil {
+				return err
+			}
 		}
 		if err := q.insertContext(ctx, ids, users, qs, as, ats, events, convs, hashes, extractors, models, prompts, ords, qhashes, seqs, streams, lhashes, lqhashes, ehashes); err != nil {
 			return err

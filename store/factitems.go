@@ -89,15 +89,19 @@ func normaliseWrites(facts []FactWrite) ([]FactWrite, error) {
 // the call's value tombstones are recorded first, then the sets they cover
 // become clears of their keys, every clear of the call is recorded, and
 // only then are values and items stated no later than a clear skipped.
-func (s *Store) applyFacts(ctx context.Context, writes []FactWrite) (int, error) {
+// With clearsHeld the transaction holds the writes' users' clear locks
+// already.
+func (s *Store) applyFacts(ctx context.Context, writes []FactWrite, clearsHeld bool) (int, error) {
 	users := make([]string, len(writes))
 	for i, w := range writes {
 		users[i] = w.UserID
 	}
 	// Held to the end of the transaction: a clear of these users waits
 	// for it, and it sees every clear committed before.
-	if err := s.lockClears(ctx, users, false); err != nil {
-		return 0, err
+	if !clearsHeld {
+		if err := s.lockClears(ctx, users, false); err != nil {
+			return 0, err
+		}
 	}
 	writes, err := s.dropPlacedBeforeClears(ctx, writes)
 	if err != nil || len(writes) == 0 {

@@ -120,6 +120,13 @@ type FactWrite struct {
 // Every change of a facts row is recorded in fact_history by a trigger, with
 // the operation (set, add, remove, delete) and its turn.
 func (s *Store) UpsertFacts(ctx context.Context, facts []FactWrite) (int, error) {
+	return s.upsertFacts(ctx, facts, false)
+}
+
+// upsertFacts is UpsertFacts; with held, the transaction holds the reset
+// lock and the writes' users' clear locks already (SaveMemory), and they
+// are not asked for again: a round trip each.
+func (s *Store) upsertFacts(ctx context.Context, facts []FactWrite, held bool) (int, error) {
 	writes, err := normaliseWrites(facts)
 	if err != nil {
 		return 0, fmt.Errorf("upsert facts: %w", err)
@@ -135,11 +142,13 @@ func (s *Store) UpsertFacts(ctx context.Context, facts []FactWrite) (int, error)
 		// writes fact_value_clears, fact_clears, facts and fact_items in
 		// another order, so interleaved with it the two deadlocked (see
 		// resetLock).
-		if err := q.lockResets(ctx); err != nil {
-			return err
+		if !held {
+			if err := q.lockResets(ctx); err != nil {
+				return err
+			}
 		}
 		var err error
-		changed, err = q.applyFacts(ctx, writes)
+		changed, err = q.applyFacts(ctx, writes, held)
 		return err
 	})
 	if err != nil {
@@ -200,7 +209,7 @@ func (s *Store) SetFactValues(ctx context.Context, userID, key string, values []
 		for i := range writes {
 			writes[i].SourceAt = at
 		}
-		if _, err := q.applyFacts(ctx, writes); err != nil {
+		if _, err := q.applyFacts(ctx, writes, false); err != nil {
 			return err
 		}
 		var n int

@@ -344,12 +344,15 @@ func (s *Store) ResetMemory(ctx context.Context, userIDs []string) (Removed, Res
 // waits for a long reset, as it would for a reset of its user.
 const resetLock = `hashtextextended('memoryd.reset.' || current_schema(), 0)`
 
+// lockResetsSQL takes resetLock shared.
+const lockResetsSQL = `SELECT pg_advisory_xact_lock_shared(` + resetLock + `)`
+
 // lockResets takes resetLock shared until the transaction ends: a reset
 // of every user in flight commits first, or waits for this transaction.
 // Call it first in the transaction, or right after the user locks (see
 // resetLock).
 func (s *Store) lockResets(ctx context.Context) error {
-	if _, err := s.db.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(`+resetLock+`)`); err != nil {
+	if _, err := s.db.Exec(ctx, lockResetsSQL); err != nil {
 		return fmt.Errorf("lock resets: %w", err)
 	}
 	return nil

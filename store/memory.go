@@ -263,11 +263,17 @@ func (s *Store) lockClears(ctx context.Context, userIDs []string, exclusive bool
 	if exclusive {
 		fn = "pg_advisory_xact_lock"
 	}
-	if _, err := s.db.Exec(ctx, `SELECT `+fn+`(hashtext('memoryd.clear.' || current_schema()), hashtext(u))
-		FROM (SELECT DISTINCT u FROM unnest($1::text[]) AS u ORDER BY u) users`, userIDs); err != nil {
+	if _, err := s.db.Exec(ctx, lockClearsSQL(fn), userIDs); err != nil {
 		return fmt.Errorf("lock clears: %w", err)
 	}
 	return nil
+}
+
+// lockClearsSQL takes, with the advisory lock function fn, the clear lock
+// of each user of $1, in user order.
+func lockClearsSQL(fn string) string {
+	return `SELECT ` + fn + `(hashtext('memoryd.clear.' || current_schema()), hashtext(u))
+		FROM (SELECT DISTINCT u FROM unnest($1::text[]) AS u ORDER BY u) users`
 }
 
 // lockItems locks, until the transaction ends, the context items (as x)

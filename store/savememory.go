@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // SaveMemory writes an extraction's memory, facts (UpsertFacts) then
@@ -24,17 +26,40 @@ func (s *Store) SaveMemory(ctx context.Context, facts []FactWrite, items []Conte
 		users = append(users, it.UserID)
 	}
 	return s.inTx(ctx, func(q *Store) error {
-		// Before the clear locks (see resetLock), as UpsertFacts takes it.
-		if err := q.lockResets(ctx); err != nil {
+		// The reset lock before the clear locks (see resetLock), as
+		// UpsertFacts takes them, in one round trip; the writes below then
+		// do not ask for them again (four round trips a save with facts
+		// and items).
+		if err := q.lockResetsAndClears(ctx, users); err != nil {
 			return fmt.Errorf("save memory: %w", err)
 		}
-		if err := q.lockClears(ctx, users, false); err != nil {
-			return fmt.Errorf("save memory: %w", err)
-		}
-		if _, err := q.UpsertFacts(ctx, facts); err != nil {
+		if _, err := q.upsertFacts(ctx, facts, true); err != nil {
 			return err
 		}
-		_, err := q.InsertContext(ctx, items)
+		_, err := q.insertContextItems(ctx, items, true)
 		return err
 	})
+}
+
+// lockResetsAndClears is lockResets then lockClears (shared) of userIDs,
+// sent as one pipelined batch, in the current transaction. The server runs
+// them in order; an error is the first that failed (a lock timeout,
+// 55P03), and the transaction is then aborted.
+func (s *Store) lockResetsAndClears(ctx context.Context, userIDs []string) error {
+	tx, ok := s.db.(pgx.Tx)
+	if !ok {
+		return fmt.Errorf("lock resets and clears: no transaction (%T)", s.db)
+	}
+	var b pgx.Batch
+	b.Queue(lockResetsSQL)
+	b.Queue(lockClearsSQL("pg_advisory_xact_lock_shared"), userIDs)
+	res := tx.SendBatch(ctx, &b)
+	defer res.Close()
+	if _, err := res.Exec(); err != nil {
+		return fmt.Errorf("lock resets: %w", err)
+	}
+	if _, err := res.Exec(); err != nil {
+		return fmt.Errorf("lock clears: %w", err)
+	}
+	return res.Close()
 }

@@ -790,9 +790,14 @@ func IsUnavailable(err error) bool {
 // IsLockWait). Call it first on the Store InTx hands out; d is rounded up to
 // a whole millisecond.
 func (s *Store) SetLockTimeout(ctx context.Context, d time.Duration) error {
-	ms := max((d+time.Millisecond-1)/time.Millisecond, 1)
-	if _, err := s.db.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, fmt.Sprintf("%dms", ms)); err != nil {
+	if _, err := s.db.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, lockTimeoutSetting(d)); err != nil {
 		return fmt.Errorf("set lock timeout: %w", err)
 	}
 	return nil
+}
+
+// lockTimeoutSetting is d as lock_timeout's value, rounded up to a whole
+// millisecond (0 would be no timeout at all).
+func lockTimeoutSetting(d time.Duration) string {
+	return fmt.Sprintf("%dms", max((d+time.Millisecond-1)/time.Millisecond, 1))
 }

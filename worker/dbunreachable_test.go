@@ -43,10 +43,32 @@ func (k *backendKiller) arm() {
 }
 
 func (k *backendKiller) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	k.start(conn, data.SQL)
+	return ctx
+}
+
+// TraceBatchStart is TraceQueryStart for a pipelined batch (the save's
+// first statements are one): it matches any of the batch's statements.
+func (k *backendKiller) TraceBatchStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
+	sqls := make([]string, 0, data.Batch.Len())
+	for _, q := range data.Batch.QueuedQueries {
+		sqls = append(sqls, q.SQL)
+	}
+	k.start(conn, strings.Join(sqls, "\n"))
+	return ctx
+}
+
+func (k *backendKiller) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (k *backendKiller) TraceBatchEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchEndData) {
+	k.end(conn, data.Err)
+}
+
+func (k *backendKiller) start(conn *pgx.Conn, sql string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if !k.armed || !strings.Contains(data.SQL, k.match) {
-		return ctx
+	if !k.armed || !strings.Contains(sql, k.match) {
+		return
 	}
 	k.armed = false
 	var done bool
@@ -57,18 +79,21 @@ func (k *backendKiller) TraceQueryStart(ctx context.Context, conn *pgx.Conn, dat
 		if err == nil {
 			k.err = errBackendAlive
 		}
-		return ctx
+		return
 	}
 	k.kills++
 	k.killed = conn
-	return ctx
 }
 
 func (k *backendKiller) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
+	k.end(conn, data.Err)
+}
+
+func (k *backendKiller) end(conn *pgx.Conn, err error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if conn == k.killed {
-		k.killed, k.got = nil, data.Err
+		k.killed, k.got = nil, err
 	}
 }
 
@@ -118,8 +143,9 @@ func (e *env) killBackends(t *testing.T, match string) *backendKiller {
 // 15 of 1,480 turns with --max-attempts 3).
 func TestUnreachableDatabaseWaits(t *testing.T) {
 	e := setup(t)
-	// The job's save sets its lock timeout first (SetLockTimeout): no
-	// statement of River's, nor of the job before its model call, holds it.
+	// The job's save sets its lock timeout first (in the batch of
+	// store.LockUsersWithin): no statement of River's, nor of the job
+	// before its model call, holds it.
 	kill := e.killBackends(t, "set_config('lock_timeout'")
 
 	var mu sync.Mutex

@@ -728,12 +728,10 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 	ctx, span := e.w.startSaveSpan(ctx, len(done))
 	var written struct{ facts, items int }
 	err := e.w.cfg.Store.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
-		if err := q.SetLockTimeout(ctx, lockTimeout); err != nil {
-			return err
-		}
-		// The users' locks before the turns' (a forget takes them in that
-		// order too); what a forget covers is not written, nor its usage.
-		done, ids, calls, err := keepRemembered(ctx, q, done, usage)
+		// The lock timeout first, then the users' locks before the turns'
+		// (a forget takes them in that order too), in one round trip; what
+		// a forget covers is not written, nor its usage.
+		done, ids, calls, err := keepRemembered(ctx, q, lockTimeout, done, usage)
 		if err != nil {
 			return err
 		}

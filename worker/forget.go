@@ -634,12 +634,13 @@ func bodyToken(data []byte) string {
 	return events.UserToken(body.UserID)
 }
 
-// dropForgotten takes the locks of the turns' users (store.LockUsers) and
-// returns the turns no forget covers. Call it in the transaction that writes
-// them, before writing.
-func dropForgotten(ctx context.Context, q *store.Store, turns []store.Turn) ([]store.Turn, error) {
+// dropForgotten sets the transaction's lock timeout, takes the locks of
+// the turns' users and returns the turns no forget covers, in one round
+// trip (store.LockUsersWithin). Call it first in the transaction that
+// writes them.
+func dropForgotten(ctx context.Context, q *store.Store, lockTimeout time.Duration, turns []store.Turn) ([]store.Turn, error) {
 	tokenOf, tokens := userTokens(turns)
-	tombs, err := q.LockUsers(ctx, tokens)
+	tombs, err := q.LockUsersWithin(ctx, lockTimeout, tokens)
 	if err != nil || len(tombs) == 0 {
 		return turns, err
 	}
@@ -699,7 +700,7 @@ func dropForgottenOrBusy(ctx context.Context, q *store.Store, turns []store.Turn
 // the model calls that gave them (nil for none): it returns the results no
 // forget covers, their event ids, and the tokens spent on turns no forget
 // covers, each call on its own (with its id).
-func keepRemembered(ctx context.Context, q *store.Store, done []extracted, usage *jobUsage) ([]extracted, []string, []store.UsageCall, error) {
+func keepRemembered(ctx context.Context, q *store.Store, lockTimeout time.Duration, done []extracted, usage *jobUsage) ([]extracted, []string, []store.UsageCall, error) {
 	turns := make([]store.Turn, 0, len(done)+usage.len())
 	for _, d := range done {
 		turns = append(turns, d.turn)
@@ -707,7 +708,7 @@ func keepRemembered(ctx context.Context, q *store.Store, done []extracted, usage
 	if usage != nil {
 		turns = append(turns, usage.turns...)
 	}
-	keep, err := dropForgotten(ctx, q, turns)
+	keep, err := dropForgotten(ctx, q, lockTimeout, turns)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -138,10 +138,7 @@ func (e *extractWorker) workOverCap(ctx context.Context, job *river.Job[ExtractA
 		known.apply(res)
 	}
 	return s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
-		if err := q.SetLockTimeout(ctx, w.cfg.LockTimeout); err != nil {
-			return err
-		}
-		done, ids, _, err := keepRemembered(ctx, q, done, nil)
+		done, ids, _, err := keepRemembered(ctx, q, w.cfg.LockTimeout, done, nil)
 		if err != nil || len(done) == 0 {
 			return err
 		}
