@@ -653,7 +653,7 @@ func (s *Store) readChunkTexts(ctx context.Context, hits []ChunkHit, byRef map[s
 // holds the content of hash, until the transaction ends; false when it is
 // gone or holds other content.
 // markSumsChecked marks the transaction s runs in as one whose chunk
-// vector and refusal writes compare the chunk's sum: migration 074's
+// vector and refusal writes compare the chunk's sum: migration 073's
 // trigger drops those of writers that do not (a previous release's) on a
 // document this release cut.
 func (s *Store) markSumsChecked(ctx context.Context) error {
