@@ -214,6 +214,20 @@ func cutLabel(chunking, hash string) string {
 	return chunking + "@" + hash[:12]
 }
 
+// pendingLabel is the chunking column of a document put pending (its
+// index job cuts it): the chunking with no hash, which no put's cutLabel
+// matches until this release's IndexDocument adds the content's. A
+// worker of the release before migration 072 that runs the job (during
+// a rolling upgrade, or after rolling back) cuts it its own way and
+// leaves the column: this release's next put of the content cuts it
+// again rather than keep that release's chunks as its own.
+func pendingLabel(chunking string) string {
+	if chunking == "" {
+		return ""
+	}
+	return chunking + "@"
+}
+
 // DocumentHash is the hash PutDocument keeps of a document's content.
 func DocumentHash(content string) string {
 	h := sha256.Sum256([]byte(content))
@@ -484,7 +498,10 @@ func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, erro
 		// Chunks cut another way (an older release, another language's
 		// name) are cut again: the same content wrote nothing, and the
 		// document kept them until its content changed.
-		sameCut := p.Chunking == "" || chunking == cutLabel(p.Chunking, r.Hash)
+		// A pending document put again pending is compared with its
+		// pending label: it is left as it is (its job enqueued again).
+		sameCut := p.Chunking == "" || chunking == cutLabel(p.Chunking, r.Hash) ||
+			status == DocPending && p.Chunk == nil && chunking == pendingLabel(p.Chunking)
 		switch {
 		case err == nil && hash == r.Hash && sameCut && (status != DocPending || p.Chunk == nil):
 			// A pending document put again with its content is left as it
@@ -505,6 +522,7 @@ func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, erro
 		}
 		var cut []ChunkText
 		r.Status = DocPending
+		label := pendingLabel(p.Chunking)
 		if p.Chunk != nil {
 			if cut, err = p.Chunk(c, p.Source, p.Content); err != nil {
 				return fmt.Errorf("chunk document: %w", err)
@@ -515,6 +533,7 @@ func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, erro
 				return InvalidDocument(ErrNoText)
 			}
 			r.Status, r.Chunks = DocReady, len(cut)
+			label = cutLabel(p.Chunking, r.Hash)
 		}
 		if _, err := q.db.Exec(ctx, `
 			INSERT INTO documents (collection_id, doc_id, source, content_hash, content, metadata, size_bytes, status, chunks, put_at, chunking)
@@ -523,7 +542,7 @@ func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, erro
 				content_hash = excluded.content_hash, content = excluded.content, metadata = excluded.metadata,
 				size_bytes = excluded.size_bytes, status = excluded.status, chunks = excluded.chunks, updated_at = now(),
 				put_at = CASE WHEN $11 THEN documents.put_at ELSE now() END, chunking = excluded.chunking`,
-			c.ID, p.DocID, p.Source, r.Hash, p.Content, []byte(p.Metadata), len(p.Content), r.Status, r.Chunks, cutLabel(p.Chunking, r.Hash), recut); err != nil {
+			c.ID, p.DocID, p.Source, r.Hash, p.Content, []byte(p.Metadata), len(p.Content), r.Status, r.Chunks, label, recut); err != nil {
 			return fmt.Errorf("write document: %w", err)
 		}
 		if err := q.writeChunks(ctx, c, p.DocID, cut, recut); err != nil {
@@ -663,7 +682,10 @@ func (s *Store) IndexDocument(ctx context.Context, collectionID int64, docID, ha
 		if err := q.writeChunks(ctx, c, docID, cut, false); err != nil {
 			return err
 		}
-		if _, err := q.db.Exec(ctx, `UPDATE documents SET status = 'ready', chunks = $3, updated_at = now()
+		// The put's pending label (pendingLabel) takes the hash of the
+		// content cut; a label of another form is left.
+		if _, err := q.db.Exec(ctx, `UPDATE documents SET status = 'ready', chunks = $3, updated_at = now(),
+				chunking = CASE WHEN chunking LIKE '%@' THEN chunking || left(content_hash, 12) ELSE chunking END
 			WHERE collection_id = $1 AND doc_id = $2`, collectionID, docID, len(cut)); err != nil {
 			return fmt.Errorf("mark document ready: %w", err)
 		}

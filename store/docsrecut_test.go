@@ -174,3 +174,74 @@ func TestPutDocumentCutsAgainWhatAPreviousReleaseRewrote(t *testing.T) {
 		t.Errorf("the put after: %+v, want unchanged", r)
 	}
 }
+
+// TestPutDocumentCutsAgainWhatTheFirst072BuildLabelled: a document the
+// first build of migration 072 cut holds its chunking without the hash
+// ("1"): this release's next put of its content cuts it again once, and
+// the chunks it cuts alike keep their vectors (nothing to embed again);
+// the put after writes nothing.
+func TestPutDocumentCutsAgainWhatTheFirst072BuildLabelled(t *testing.T) {
+	ctx, s := setup(t)
+	r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "app", Source: "app.md", Content: guide, Chunking: "1"})
+	if _, err := s.Pool().Exec(context.Background(), `UPDATE documents SET chunking = '1' WHERE doc_id = 'app'`); err != nil {
+		t.Fatal(err)
+	}
+	n := saveChunkVectors(t, ctx, s, r, "m")
+	if n < 2 {
+		t.Fatalf("%d vectors saved, want 2 or more", n)
+	}
+	again := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "app", Source: "app.md", Content: guide, Chunking: "1"})
+	if again.Unchanged || again.Chunks != int(n) {
+		t.Fatalf("a put of a document the first 072 build labelled: %+v, want it cut again into the same %d chunks", again, n)
+	}
+	if ts := chunkTargets(t, ctx, s, again, "m"); len(ts) != 0 {
+		t.Errorf("after the re-cut, %d of %d chunks to embed again; want none", len(ts), n)
+	}
+	if r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "app", Source: "app.md", Content: guide, Chunking: "1"}); !r.Unchanged {
+		t.Errorf("the put after: %+v, want unchanged", r)
+	}
+}
+
+// TestPutDocumentCutsAgainWhatAPreviousReleaseIndexed: a document this
+// release put pending (its content too large to cut inline) whose index
+// job a worker of the release before 072 ran (during a rolling upgrade,
+// or after rolling back) holds that release's chunks; this release's next
+// put of its content cuts it again.
+func TestPutDocumentCutsAgainWhatAPreviousReleaseIndexed(t *testing.T) {
+	ctx, s := setup(t)
+	r, err := s.PutDocument(ctx, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "app", Source: "app.py", Content: guide, Chunking: "1 python"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != store.DocPending {
+		t.Fatalf("a put without a chunker: %+v, want pending", r)
+	}
+	// The previous release's index job, in its own statements' terms:
+	// its chunks written, the document marked ready, chunking left.
+	if _, err := s.Pool().Exec(context.Background(), `INSERT INTO doc_chunks (collection_id, doc_id, chunk_index, heading_path, heading, text,
+		byte_start, byte_end, ts_config, search, heading_len, text_len)
+		VALUES ($1, 'app', 0, '{}', '', $2, 0, $3, 'english', to_tsvector('english', $2), 0, 1)`, r.Collection.ID, guide, len(guide)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(context.Background(), `UPDATE documents SET status = 'ready', chunks = 1, updated_at = now() WHERE doc_id = 'app'`); err != nil {
+		t.Fatal(err)
+	}
+	if r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "app", Source: "app.py", Content: guide, Chunking: "1 python"}); r.Unchanged {
+		t.Errorf("a put of the content a previous release's index job cut: %+v, want it cut again", r)
+	}
+	// This release's own index job: the put after writes nothing, and a
+	// pending document put again pending is left as it is.
+	own := store.DocumentPut{Owner: alice, Collection: "kb", DocID: "own", Source: "own.py", Content: guide, Chunking: "1 python"}
+	for i := range 2 {
+		if r, err := s.PutDocument(ctx, own); err != nil || r.Status != store.DocPending || r.Unchanged != (i == 1) {
+			t.Fatalf("pending put %d: %+v, %v; want pending, unchanged the second time", i+1, r, err)
+		}
+	}
+	if done, err := s.IndexDocument(ctx, r.Collection.ID, "own", r.Hash, chunkWith); err != nil || !done {
+		t.Fatalf("index: %v, %v", done, err)
+	}
+	own.Chunk = chunkWith
+	if r := put(t, ctx, s, own); !r.Unchanged {
+		t.Errorf("a put of the content this release's index job cut: %+v, want unchanged", r)
+	}
+}
