@@ -1,24 +1,31 @@
 -- A chunk vector or refusal is saved only for the chunk text its job read
--- (store.SaveChunkEmbeddings compares a sum of it, since migration 072's
--- re-cut keeps the content hash the save checked). A serve of the
--- previous release checks the hash alone: during a rolling upgrade, its
--- job that read a document's chunks before this release cut the same
--- content again saved the old texts' vectors onto the new chunks at the
--- same indexes, served as theirs until the document's content changed.
+-- (store.SaveChunkEmbeddings compares a sum of it, md5 of the chunk's
+-- heading path and text, since migration 072's re-cut keeps the content
+-- hash the save checked). A serve of a release before 072 checks the
+-- hash alone: during a rolling upgrade, its job that read a document's
+-- chunks before a newer release cut the same content again saved the old
+-- texts' vectors onto the new chunks at the same indexes, served as
+-- theirs until the document's content changed.
 --
--- This release marks its saves (the transaction's setting
--- memoryd.chunk_sums_checked); a row written unmarked is dropped when
--- its document was cut by a release that records its chunking (chunking
--- not ''), as that cut may not be the one the writer read. A document a
--- previous release cut (chunking '') still takes them: no release that
--- records chunkings cut it. The previous release's job then saves none
--- (it takes them for a re-put's overtaking), and the embed sweep or
--- memoryd embed --backfill of this release embeds those chunks.
+-- A write whose statement does not compare the chunk's sum (a release
+-- before 072's; from 072 on both statements do, by the text of
+-- store.chunkSum) is dropped when a release from this one on cut the
+-- document's current content (its chunking label ends in '@' and the
+-- start of that content's hash, store.cutLabel), as that cut may not be
+-- the one the writer read. A document such a release did not cut (a
+-- label of 072's, '', or a label of another content: an older serve
+-- rewrote or indexed it, and the chunks are that serve's own) still
+-- takes them. The statement is read from current_query(): the
+-- released statements cannot be changed, and a mark set by this release
+-- alone would drop the sum-checked writes of 072's serves during a roll
+-- from it. Such a dropped write's chunks are embedded by the embed sweep
+-- or memoryd embed --backfill of a release from 072 on.
 CREATE FUNCTION memoryd_chunk_vector_checked() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF current_setting('memoryd.chunk_sums_checked', true) IS DISTINCT FROM 'on' AND EXISTS (
-        SELECT FROM documents d WHERE d.collection_id = NEW.collection_id AND d.doc_id = NEW.doc_id AND d.chunking <> '') THEN
+    IF strpos(current_query(), 'md5(ch.heading_path::text || ') = 0 AND EXISTS (
+        SELECT FROM documents d WHERE d.collection_id = NEW.collection_id AND d.doc_id = NEW.doc_id
+            AND right(d.chunking, 13) = '@' || left(d.content_hash, 12)) THEN
         RETURN NULL;
     END IF;
     RETURN NEW;

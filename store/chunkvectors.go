@@ -79,7 +79,9 @@ type ChunkEmbeddingTarget struct {
 	Sum string
 }
 
-// chunkSum is the SQL of a chunk's Sum, ch its doc_chunks row.
+// chunkSum is the SQL of a chunk's Sum, ch its doc_chunks row. Migration
+// 073's trigger knows the vector and refusal writes that compare it by
+// this text in their statement ("md5(ch.heading_path::text || "): keep it.
 func chunkSum(ch string) string {
 	return `md5(` + ch + `.heading_path::text || ` + ch + `.text)`
 }
@@ -177,9 +179,6 @@ func (s *Store) SaveChunkEmbeddings(ctx context.Context, model string, collectio
 		// content's own when its job had saved them (ON CONFLICT).
 		if ok, err := q.shareReadyDocument(ctx, collectionID, docID, hash); !ok || err != nil {
 			return err // not ok: gone, or other content: its own jobs embed it
-		}
-		if err := q.markSumsChecked(ctx); err != nil {
-			return err
 		}
 		tag, err := q.db.Exec(ctx, `
 			INSERT INTO chunk_embeddings AS e (collection_id, doc_id, chunk_index, model, content_hash, dims, vector)
@@ -324,9 +323,6 @@ func (s *Store) SaveChunkEmbeddingRefusals(ctx context.Context, model string, co
 		}
 		if ok, err := q.shareReadyDocument(ctx, collectionID, docID, hash); !ok || err != nil {
 			return err // not ok: gone, or other content: its own jobs embed it
-		}
-		if err := q.markSumsChecked(ctx); err != nil {
-			return err
 		}
 		tag, err := q.db.Exec(ctx, `
 			INSERT INTO chunk_embedding_refusals AS r (collection_id, doc_id, chunk_index, model, content_hash)
@@ -652,17 +648,6 @@ func (s *Store) readChunkTexts(ctx context.Context, hits []ChunkHit, byRef map[s
 // shareReadyDocument locks the document FOR SHARE while it is ready and
 // holds the content of hash, until the transaction ends; false when it is
 // gone or holds other content.
-// markSumsChecked marks the transaction s runs in as one whose chunk
-// vector and refusal writes compare the chunk's sum: migration 073's
-// trigger drops those of writers that do not (a previous release's) on a
-// document this release cut.
-func (s *Store) markSumsChecked(ctx context.Context) error {
-	if _, err := s.db.Exec(ctx, `SELECT set_config('memoryd.chunk_sums_checked', 'on', true)`); err != nil {
-		return fmt.Errorf("mark chunk sums checked: %w", err)
-	}
-	return nil
-}
-
 func (s *Store) shareReadyDocument(ctx context.Context, collectionID int64, docID, hash string) (bool, error) {
 	var one int
 	err := s.db.QueryRow(ctx, `SELECT 1 FROM documents WHERE collection_id = $1 AND doc_id = $2

@@ -245,3 +245,117 @@ func TestPutDocumentCutsAgainWhatAPreviousReleaseIndexed(t *testing.T) {
 		t.Errorf("a put of the content this release's index job cut: %+v, want unchanged", r)
 	}
 }
+
+// oldReleasePut writes content into the document of r as a put of a
+// release before migration 072 does, during a rolling upgrade: its
+// statements verbatim, which know no chunking column, and its chunks cut
+// into one (that release's chunker cut otherwise than this one's).
+func oldReleasePut(t *testing.T, ctx context.Context, s *store.Store, r store.PutResult, content string) store.PutResult {
+	t.Helper()
+	r.Hash = store.DocumentHash(content)
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `
+			INSERT INTO documents (collection_id, doc_id, source, content_hash, content, metadata, size_bytes, status, chunks, put_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now())
+			ON CONFLICT (collection_id, doc_id) DO UPDATE SET source = excluded.source,
+				content_hash = excluded.content_hash, content = excluded.content, metadata = excluded.metadata,
+				size_bytes = excluded.size_bytes, status = excluded.status, chunks = excluded.chunks, updated_at = now(),
+				put_at = now()`,
+		r.Collection.ID, r.DocID, "app.md", r.Hash, content, []byte(`{}`), len(content), store.DocReady, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM doc_chunks WHERE collection_id = $1 AND doc_id = $2`, r.Collection.ID, r.DocID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `
+		INSERT INTO doc_chunks (collection_id, doc_id, chunk_index, heading_path, heading, text, byte_start, byte_end, ts_config,
+			search, heading_len, text_len)
+		SELECT $1, $2, (u.i - 1)::int, p.path, p.heading, u.t, u.s, u.e, $7,
+			setweight(v.h || memoryd_camel_tsvector($7, p.heading), 'A') || setweight(v.t || memoryd_camel_tsvector($7, u.t), 'B'), length(v.h), length(v.t)
+		FROM unnest($3::text[], $4::text[], $5::int[], $6::int[]) WITH ORDINALITY AS u(h, t, s, e, i),
+		LATERAL (SELECT CASE WHEN u.h = '' THEN '{}'::text[] ELSE string_to_array(u.h, E'\x1f') END AS path) p0,
+		LATERAL (SELECT p0.path, array_to_string(p0.path, ' > ') AS heading) p,
+		LATERAL (SELECT memoryd_tsvector_base($7, p.heading) AS h, memoryd_tsvector_base($7, u.t) AS t) v`,
+		r.Collection.ID, r.DocID, []string{""}, []string{content}, []int32{0}, []int32{int32(len(content))}, r.Collection.TSConfig); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestPreviousReleasePutOfNewContentIsCutAgain: a document this release
+// cut that a serve of a release before 072 puts again with new content
+// during a rolling upgrade holds that release's cut, whatever the
+// chunking column still says: this release's next put of that content
+// cuts it again, and the previous release's vectors of its own cut are
+// kept (073's trigger drops only those onto a cut of the current content
+// this release made). review49 found the first 073 (a trigger on any
+// recorded chunking) dropping them: "the previous release's job saved 0
+// vectors of the chunks it cut itself; want 1".
+func TestPreviousReleasePutOfNewContentIsCutAgain(t *testing.T) {
+	ctx, s := setup(t)
+	r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "app", Source: "app.md", Content: guide, Chunking: "1"})
+	content := guide + "\nStop the daemon before an upgrade.\n"
+	old := oldReleasePut(t, ctx, s, r, content)
+	ws := chunkVectorWrites(t, ctx, s, old, "m")
+	if n := oldReleaseSave(t, ctx, s, old, ws); n != int64(len(ws)) {
+		t.Errorf("the previous release's job saved %d vectors of the chunks it cut itself; want %d", n, len(ws))
+	}
+	again := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "app", Source: "app.md", Content: content, Chunking: "1"})
+	if again.Unchanged || again.Chunks < 2 {
+		t.Errorf("this release's put of the content the previous release cut: %+v, want it cut again", again)
+	}
+}
+
+// release072Save saves a vector for each chunk of ws with the statement
+// of the release of migration 072 verbatim, which compares each chunk's
+// sum but knows nothing of 073.
+func release072Save(t *testing.T, ctx context.Context, s *store.Store, r store.PutResult, ws []store.ChunkEmbeddingWrite) int64 {
+	t.Helper()
+	idx, dims, vecs, sums := make([]int32, len(ws)), make([]int32, len(ws)), make([][]byte, len(ws)), make([]string, len(ws))
+	for i, w := range ws {
+		idx[i], dims[i], vecs[i], sums[i] = int32(w.ChunkIndex), int32(w.Dims), w.Vector, w.Sum
+	}
+	tag, err := s.Pool().Exec(ctx, `
+			INSERT INTO chunk_embeddings AS e (collection_id, doc_id, chunk_index, model, content_hash, dims, vector)
+			SELECT d.collection_id, d.doc_id, ch.chunk_index, $4, d.content_hash, w.d, w.v
+			FROM documents d
+			JOIN unnest($5::int[], $6::int[], $7::bytea[], $8::text[]) AS w(i, d, v, s) ON true
+			JOIN doc_chunks ch ON ch.collection_id = d.collection_id AND ch.doc_id = d.doc_id AND ch.chunk_index = w.i
+				AND md5(ch.heading_path::text || ch.text) = w.s
+			WHERE d.collection_id = $1 AND d.doc_id = $2 AND d.content_hash = $3 AND d.status = 'ready'
+			ORDER BY ch.chunk_index
+			ON CONFLICT (collection_id, model, doc_id, chunk_index) DO UPDATE
+				SET content_hash = excluded.content_hash, dims = excluded.dims, vector = excluded.vector, created_at = now()`,
+		r.Collection.ID, r.DocID, r.Hash, "m", idx, dims, vecs, sums)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tag.RowsAffected()
+}
+
+// TestRelease072SavesBesideThisOne: during a rolling upgrade from the
+// release of migration 072, whose saves compare each chunk's sum, its
+// chunk embedding jobs save their vectors onto the documents this
+// release cut, and still save none onto a chunk cut again since it was
+// read. The first 073 dropped every write its own release did not mark,
+// so 072's serves embedded (and paid for) every chunk in vain during the
+// roll and after a roll back.
+func TestRelease072SavesBesideThisOne(t *testing.T) {
+	ctx, s := setup(t)
+	r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "app", Source: "app.md", Content: guide, Chunking: "1 markdown"})
+	ws := chunkVectorWrites(t, ctx, s, r, "m")
+	if n := release072Save(t, ctx, s, r, ws[:1]); n != 1 {
+		t.Errorf("072's job saved %d vectors onto a document this release cut; want 1", n)
+	}
+	put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "app", Source: "app.py", Content: guide, Chunking: "1 python"})
+	if n := release072Save(t, ctx, s, r, ws[1:]); n != 0 {
+		t.Errorf("072's job saved %d vectors of chunks cut again since it read them; want none", n)
+	}
+}
