@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,4 +103,61 @@ func waitWaitingOn(t *testing.T, ctx context.Context, s *store.Store, pid uint32
 		}
 		return n > 0, "nothing waits for the forget"
 	})
+}
+
+// TestPipelinedLockWaitCutShort: a wait in a pipelined batch cut short
+// (the job's context ends, the connection is lost) is named for the
+// batch, not for its first statement. Postgres sends a pipeline's results
+// only once it reads again, so the first statement's result is read only
+// when the whole batch ends, and a cut wait fails that read: the save of
+// a stopping worker logged "set lock timeout: timeout: context canceled"
+// while it waited for a forget's user lock, and "lock resets" while it
+// waited for a clear of its user.
+func TestPipelinedLockWaitCutShort(t *testing.T) {
+	ctx := context.Background()
+	url := storetest.Migrated(t)
+	s := storetest.Open(t, url)
+	hold := func(lock string, args ...any) pgx.Tx {
+		t.Helper()
+		tx, err := s.Pool().Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tx.Rollback(ctx) })
+		if _, err := tx.Exec(ctx, lock, args...); err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+	cutShort := func(held pgx.Tx, fn func(ctx context.Context, q *store.Store) error) error {
+		t.Helper()
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		got := make(chan error, 1)
+		go func() {
+			got <- s.InTx(cctx, func(_ pgx.Tx, q *store.Store) error { return fn(cctx, q) })
+		}()
+		waitWaitingOn(t, ctx, s, held.Conn().PgConn().PID())
+		cancel()
+		return <-got
+	}
+
+	// A forget holding the user's lock.
+	forget := hold(`SELECT pg_advisory_xact_lock(hashtextextended('memoryd.user.' || current_schema() || '.' || $1, 0))`, "alice")
+	err := cutShort(forget, func(ctx context.Context, q *store.Store) error {
+		_, err := q.LockUsersWithin(ctx, time.Minute, []string{"alice"})
+		return err
+	})
+	if !errors.Is(err, context.Canceled) || !strings.HasPrefix(err.Error(), "lock users: ") {
+		t.Errorf("LockUsersWithin cut short waiting for a forget: %v; want the lock's error, context canceled", err)
+	}
+
+	// A clear of bob holding his clear lock.
+	clear := hold(`SELECT pg_advisory_xact_lock(hashtext('memoryd.clear.' || current_schema()), hashtext($1))`, "bob")
+	err = cutShort(clear, func(ctx context.Context, q *store.Store) error {
+		return q.SaveMemory(ctx, nil, []store.ContextWrite{{UserID: "bob", Question: "q?", Answer: "a", CreatedAt: time.Now(), EventID: "e1"}})
+	})
+	if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "lock resets:") {
+		t.Errorf("SaveMemory cut short waiting for a clear: %v; want it named for the clear locks, context canceled", err)
+	}
 }

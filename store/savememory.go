@@ -56,10 +56,13 @@ func (s *Store) lockResetsAndClears(ctx context.Context, userIDs []string) error
 	res := tx.SendBatch(ctx, &b)
 	defer res.Close()
 	if _, err := res.Exec(); err != nil {
-		return fmt.Errorf("lock resets: %w", err)
+		return batchError("lock resets and clears", "lock resets", err)
 	}
 	if _, err := res.Exec(); err != nil {
-		return fmt.Errorf("lock clears: %w", err)
+		return batchError("lock resets and clears", "lock clears", err)
 	}
-	return res.Close()
+	if err := res.Close(); err != nil {
+		return batchError("lock resets and clears", "lock clears", err)
+	}
+	return nil
 }

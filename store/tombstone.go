@@ -2,11 +2,13 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Tombstone is what a forget leaves of a user: the user token, where the
@@ -163,17 +165,20 @@ func (s *Store) LockUsersWithin(ctx context.Context, d time.Duration, tokens []s
 	res := tx.SendBatch(ctx, &b)
 	defer res.Close()
 	if _, err := res.Exec(); err != nil {
-		return nil, fmt.Errorf("set lock timeout: %w", err)
+		return nil, batchError("lock users", "set lock timeout", err)
 	}
 	if len(tokens) == 0 {
-		return nil, res.Close()
+		if err := res.Close(); err != nil {
+			return nil, batchError("lock users", "set lock timeout", err)
+		}
+		return nil, nil
 	}
 	if _, err := res.Exec(); err != nil {
-		return nil, fmt.Errorf("lock users: %w", err)
+		return nil, batchError("lock users", "lock users", err)
 	}
 	rows, err := res.Query()
 	if err != nil {
-		return nil, fmt.Errorf("tombstones: %w", err)
+		return nil, batchError("lock users", "tombstones", err)
 	}
 	tombs, err := scanTombstones(rows)
 	if err != nil {
@@ -183,6 +188,20 @@ func (s *Store) LockUsersWithin(ctx context.Context, d time.Duration, tokens []s
 		return nil, fmt.Errorf("lock users: %w", err)
 	}
 	return tombs, nil
+}
+
+// batchError names err, read at the result of a pipelined batch's
+// statement stmt, for stmt when it is the server's answer to it (an
+// ERROR, such as a lock timeout), else for the batch: Postgres sends a
+// batch's results only when it reads again (at the batch's end), so an
+// ended context or a lost connection fails the read of the first result
+// whatever statement was running, typically a lock wait after it
+// (TestPipelinedLockWaitCutShort).
+func batchError(batch, stmt string, err error) error {
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) {
+		return fmt.Errorf("%s: %w", stmt, err)
+	}
+	return fmt.Errorf("%s: %w", batch, err)
 }
 
 // TryLockUsers is LockUsers without waiting: it takes the shared lock of
