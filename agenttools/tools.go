@@ -219,7 +219,7 @@ func (s *Server) newMCPServer(who identity, cut context.Context) *mcp.Server {
 			"the memory's id.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(false), IdempotentHint: true, OpenWorldHint: ptr(false)}},
 		nil,
-		wrap(t, func(ctx context.Context, user string, in storeIn) (storeOut, error) {
+		wrap(t.writes("search_memory or list_memories shows whether it was stored; storing it again keeps one copy"), func(ctx context.Context, user string, in storeIn) (storeOut, error) {
 			req := events.StoreRequest{UserID: user, Question: in.Question, Answer: in.Answer}
 			// The errors name the tool's fields, not the service's (a note is
 			// stored as a question without an answer).
@@ -274,7 +274,7 @@ func (s *Server) newMCPServer(who identity, cut context.Context) *mcp.Server {
 			"several items separated by commas (or given as a JSON array of strings), and the value given replaces the whole list.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)}},
 		nil,
-		wrap(t, func(ctx context.Context, user string, in setFactIn) (fact, error) {
+		wrap(t.writes("get_fact shows whether it was set; setting it again is safe"), func(ctx context.Context, user string, in setFactIn) (fact, error) {
 			if strings.TrimSpace(in.Value.text) == "" {
 				// Not the service's "use facts.clear": the tool is clear_fact.
 				return fact{}, errors.New("value is required (use clear_fact to delete a fact)")
@@ -322,7 +322,7 @@ func (s *Server) newMCPServer(who identity, cut context.Context) *mcp.Server {
 			"no longer true. Returns whether a fact was deleted.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)}},
 		nil,
-		wrap(t, func(ctx context.Context, user string, in factKeyIn) (clearFactOut, error) {
+		wrap(t.writes("get_fact shows whether it is still set; clearing it again is safe"), func(ctx context.Context, user string, in factKeyIn) (clearFactOut, error) {
 			key, listOf, err := factKey(in.Key)
 			if err != nil {
 				return clearFactOut{}, err
@@ -384,7 +384,7 @@ func (s *Server) newMCPServer(who identity, cut context.Context) *mcp.Server {
 		// bound is the largest float64 under 2^63: float64(MaxInt64) is
 		// 2^63, which passed the schema and failed decoding into int64.
 		bounds{"id": {1, maxID}},
-		wrap(t, func(ctx context.Context, user string, in deleteIn) (deleteOut, error) {
+		wrap(t.writes("list_memories shows whether it is gone; deleting it again is safe (not found if it was deleted)"), func(ctx context.Context, user string, in deleteIn) (deleteOut, error) {
 			err := c.DeleteContext(ctx, user, in.ID)
 			if svc := (*events.ServiceError)(nil); errors.As(err, &svc) && svc.Code == 404 {
 				// The service's "no context item N" named what the tools
@@ -439,6 +439,16 @@ type tools struct {
 	s   *Server
 	who identity
 	cut context.Context // ends when the server stops (newMCPServer)
+	// readBack is set for a tool that changes memory: how the model
+	// tells whether a call that timed out was done after all.
+	readBack string
+}
+
+// writes is t for a tool that changes memory, readBack saying how to
+// check whether a call of it that got no reply was done.
+func (t tools) writes(readBack string) tools {
+	t.readBack = readBack
+	return t
 }
 
 // wrap makes a typed SDK handler of fn: it resolves the session's user,
@@ -471,8 +481,18 @@ func wrap[In, Out any](t tools, fn func(ctx context.Context, user string, in In)
 			t.s.cfg.Logger.Debug("mcp tool failed", "tool", req.Params.Name, "user_token", events.UserToken(user), "error", err)
 			if timedOut(err) && !t.s.cfg.Client.Connected() {
 				// Not memoryd's silence: the request never left (nats.go
-				// holds it while it reconnects).
+				// holds it while it reconnects), or left before the
+				// connection was lost.
+				if t.readBack != "" {
+					return nil, zero, fmt.Errorf("memory is unavailable: the connection to NATS is lost (reconnecting); "+
+						"the change may have been made if the request left before it was lost: %s", t.readBack)
+				}
 				return nil, zero, errors.New("memory is unavailable: the connection to NATS is lost (reconnecting); try again shortly")
+			}
+			if timedOut(err) && t.readBack != "" {
+				// memoryd goes on with a request whose requester stopped
+				// waiting: a write timed out here may commit after.
+				return nil, zero, fmt.Errorf("memory is unavailable: memoryd did not reply in time; the change may have been made (or may still be made): %s", t.readBack)
 			}
 			return nil, zero, explain(err)
 		}
