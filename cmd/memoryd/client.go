@@ -44,6 +44,9 @@ type clientOptions struct {
 	// nc is the connection client made, for callError to ask what the
 	// server refused.
 	nc *nats.Conn
+	// changes is set by an action that changes memory: how to tell
+	// whether its request, unanswered within --timeout, was done.
+	changes string
 }
 
 func (o *clientOptions) register(f *flags) { o.registerTimeout(f, 5*time.Second) }
@@ -141,6 +144,11 @@ func (o *clientOptions) callError(err error) error {
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
 		if perr := refusedByServer(o.nc); perr != nil {
 			return perr
+		}
+		if o.changes != "" {
+			// memoryd goes on with a request whose caller stopped
+			// waiting: the write may commit after this exit.
+			return fmt.Errorf("memoryd did not reply within %s (--timeout): the change may have been made (or may still be made); %s", o.timeout, o.changes)
 		}
 		return fmt.Errorf("memoryd did not reply within %s (--timeout)", o.timeout)
 	case errors.As(err, &inErr):
@@ -404,6 +412,7 @@ stated the value and when.`)
 		}
 		fmt.Fprintln(a.stdout, fact.Value)
 	case "set":
+		o.changes = "memoryd facts get shows whether it was set; setting it again is safe"
 		reply, err := c.SetFact(reqCtx, o.user, pos[0], pos[1])
 		if err != nil {
 			return err
@@ -419,6 +428,7 @@ stated the value and when.`)
 			fmt.Fprintf(a.stdout, "set %s\n", pos[0])
 		}
 	case "clear":
+		o.changes = "memoryd facts get shows whether it is still set; clearing it again is safe"
 		n, err := c.ClearFact(reqCtx, o.user, pos[0])
 		if err != nil {
 			return err
@@ -522,6 +532,7 @@ pairs through the running memoryd.`)
 		}
 		fmt.Fprintf(a.stderr, "%d result(s)\n", len(reply.Results))
 	case "store":
+		o.changes = "memoryd memory search shows whether it was stored; storing it again keeps one copy"
 		reply, err := c.Store(reqCtx, events.StoreRequest{UserID: o.user, Question: pos[0], Answer: pos[1]})
 		if err != nil {
 			return err
@@ -535,6 +546,7 @@ pairs through the running memoryd.`)
 			fmt.Fprintf(a.stdout, "already remembered as id %d\n", reply.ID)
 		}
 	case "clear":
+		o.changes = "memoryd memory list shows what is left; clearing it again is safe"
 		n, err := c.Clear(reqCtx, events.ClearRequest{UserID: o.user, ID: int64(id), Question: question, All: all})
 		if err != nil {
 			return err

@@ -70,6 +70,7 @@ func runItemAction(ctx context.Context, a *cli, c *events.Client, o *clientOptio
 		if set("answer") {
 			req.Answer = &it.answer
 		}
+		o.changes = "memoryd memory get shows whether it was updated; updating it again is safe"
 		item, err := c.UpdateContext(ctx, req)
 		if err != nil {
 			return err
@@ -79,6 +80,7 @@ func runItemAction(ctx context.Context, a *cli, c *events.Client, o *clientOptio
 		}
 		fmt.Fprintf(a.stdout, "updated id %d\n", item.ID)
 	case "delete":
+		o.changes = "memoryd memory get shows whether it is gone; deleting it again is safe"
 		if err := c.DeleteContext(ctx, o.user, id); err != nil {
 			return err
 		}

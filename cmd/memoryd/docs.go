@@ -147,11 +147,13 @@ writes to the database (--database-url), never over NATS.`)
 	defer done()
 	switch action {
 	case "put":
+		o.changes = "memoryd docs list shows whether it was stored; putting it again replaces it"
 		return docsPut(reqCtx, a, c, &o, events.DocsPutRequest{UserID: owner, Shared: shared, Collection: collection, DocID: docID,
 			ChunkTokens: chunkTokens, OverlapTokens: overlapTokens}, pos)
 	case "list":
 		return docsList(reqCtx, a, c, o.json, events.DocsListRequest{UserID: owner, Shared: shared, Collection: collection})
 	case "delete":
+		o.changes = "memoryd docs list shows whether it is gone; deleting it again is safe"
 		r, err := c.DeleteDocument(reqCtx, events.DocsDeleteRequest{UserID: owner, Shared: shared, Collection: collection, DocID: pos[0]})
 		if err != nil {
 			return err

@@ -80,6 +80,7 @@ as many as the file needs.`)
 		return err
 	}
 	defer done()
+	o.changes = "importing the file again imports each row once"
 	reply, err := c.Import(reqCtx, o.user, in)
 	if errors.Is(err, events.ErrForgottenDuringImport) {
 		return fmt.Errorf("%s was forgotten during the import: what its earlier requests wrote went with the forget, and the rest was not imported; import the file again to restore it into the new memory", o.user)

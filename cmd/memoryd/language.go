@@ -31,6 +31,7 @@ func runLanguage(ctx context.Context, a *cli, args []string) (err error) {
 	lang := ""
 	if len(pos) == 1 {
 		lang = pos[0]
+		o.changes = "memoryd language shows the language set; setting it again is safe"
 	}
 	reply, err := c.SetLanguage(reqCtx, o.user, lang)
 	if err != nil {
