@@ -109,8 +109,17 @@ type fieldRule struct {
 // shape the service takes: T and Z in capitals, offsets 00..23:00..59.
 // format date-time alone is an annotation to most validators (JSON
 // Schema 2020-12's default), which would pass a lowercase "t" that makes
-// a turn a dead letter.
-const yearPattern = `^(19[7-9][0-9]|[2-9][0-9]{3})-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}([.,][0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`
+// a turn a dead letter. The service's year is UTC's (events.CheckTime),
+// so 1969-12-31 behind UTC is taken too: it may be 1970 there.
+const yearPattern = `^((19[7-9][0-9]|[2-9][0-9]{3})-[0-9]{2}-[0-9]{2}` + clockPattern + `(Z|[+-]` + offsetPattern + `)` +
+	`|1969-12-31` + clockPattern + `-` + offsetPattern + `)$`
+
+// clockPattern and offsetPattern are yearPattern's time of day (T in
+// capitals) and offset hours and minutes.
+const (
+	clockPattern  = `T[0-9]{2}:[0-9]{2}:[0-9]{2}([.,][0-9]+)?`
+	offsetPattern = `([01][0-9]|2[0-3]):[0-5][0-9]`
+)
 
 // timeText is how the time fields' descriptions start.
 const timeText = "RFC 3339 with T and Z in capitals (offset hours 00..23, minutes 00..59), year 1970 to 9999 in UTC"

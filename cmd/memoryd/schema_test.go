@@ -234,6 +234,8 @@ func schemaProbes(t *testing.T, schema []byte, base map[string]any) []probe {
 				// default): the years, T and Z in capitals, the offsets.
 				for v, ok := range map[string]bool{"1970-01-01T00:00:00Z": true, "9999-12-31T23:59:59Z": true,
 					"1969-12-31T23:59:59Z": false, "0001-01-01T00:00:00Z": false,
+					// The year is UTC's: 1970 there, behind UTC in 1969.
+					"1969-12-31T23:30:00-01:00": true, "1969-12-31T20:00:00,5-04:00": true,
 					"2026-11-21T10:00:00.5+23:59": true, "2026-11-21T10:00:00,5Z": true, "2026-11-21T10:00:00.123456789-00:00": true,
 					"2026-11-21t10:00:00Z": false, "2026-11-21T10:00:00z": false, "2026-11-21 10:00:00Z": false,
 					"2026-11-21T10:00:00+24:00": false, "2026-11-21T10:00:00-01:60": false, "2026-11-21T10:00:00+0100": false} {
