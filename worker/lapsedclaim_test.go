@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -26,17 +27,27 @@ import (
 // claimed the turn too, the model asked for it a third time while B's
 // request for it was still out.
 func TestFailureAfterALapsedClaimLeavesTheNewClaim(t *testing.T) {
+	asked, _ := lapsedClaimScene(t, false)
+	if len(asked) != 2 {
+		t.Fatalf("the model was asked for x %d times (%v); want twice: by A, whose claim lapsed, and by B, which took it then", len(asked), asked)
+	}
+}
+
+// lapsedClaimScene plays TestFailureAfterALapsedClaimLeavesTheNewClaim's
+// scene, A's failure final when final is, to x, y and z processed, and
+// returns who asked the model for x (A, B, C) and the turns the metrics
+// counted by outcome.
+func lapsedClaimScene(t *testing.T, final bool) (asked []string, counted *turnOutcomes) {
+	t.Helper()
 	e := setup(t)
+	counted = &turnOutcomes{n: map[string]int{}}
 	const retried, second, third = "I live in Reykjavik.", "I have a dog.", "I have a cat."
 	srv := extractortest.NewServer(t)
 	aSent, bSent := make(chan struct{}), make(chan struct{})
 	relA, relB := make(chan struct{}), make(chan struct{})
 	var onceA, onceB sync.Once
 	t.Cleanup(func() { onceA.Do(func() { close(relA) }); onceB.Do(func() { close(relB) }) })
-	var (
-		mu    sync.Mutex
-		asked []string // the requests that held the retried turn, by who sent them
-	)
+	var mu sync.Mutex // asked: the requests that held the retried turn, by who sent them
 	srv.SetHandler(func(req openai.ChatCompletionRequest) extractortest.Reply {
 		prompt := req.Messages[len(req.Messages)-1].Content
 		if !strings.Contains(prompt, retried) {
@@ -83,6 +94,10 @@ func TestFailureAfterALapsedClaimLeavesTheNewClaim(t *testing.T) {
 	e.startWorker(llm, func(c *worker.Config) {
 		c.ExtractDebounce = 50 * time.Millisecond
 		c.JobRetryBase = time.Minute
+		c.Observer = counted
+		if final {
+			c.MaxAttempts = 1
+		}
 	})
 	if n, _, err := worker.RetryFailed(e.ctx, e.store, "alice", 10, false); err != nil || n != 1 {
 		t.Fatalf("retry failed: %d, %v; want x retried", n, err)
@@ -97,11 +112,18 @@ func TestFailureAfterALapsedClaimLeavesTheNewClaim(t *testing.T) {
 	e.publish(events.Turn{ID: "y", UserID: "alice", ConversationID: "c1", UserMessage: second, AssistantResponse: "ok", Timestamp: t0.Add(time.Minute)})
 	waitClosed(t, bSent, "the burst of y, which took x")
 	onceA.Do(func() { close(relA) })
-	e.waitFor("A's failure recorded, its retry scheduled", func() (bool, string) {
+	// A's job then waits for its retry, or ends when its failure is final.
+	ended := func(st rivertype.JobState) bool {
+		if final {
+			return st == rivertype.JobStateDiscarded || st == rivertype.JobStateCancelled
+		}
+		return st == rivertype.JobStateRetryable
+	}
+	e.waitFor("A's failure recorded", func() (bool, string) {
 		var states []string
 		for _, j := range e.extractJobs() {
 			states = append(states, fmt.Sprintf("%d %s %s", j.ID, j.State, j.EncodedArgs))
-			if strings.Contains(string(j.EncodedArgs), `"x"`) && !strings.Contains(string(j.EncodedArgs), `"c1"`) && j.State == rivertype.JobStateRetryable {
+			if strings.Contains(string(j.EncodedArgs), `"x"`) && !strings.Contains(string(j.EncodedArgs), `"c1"`) && ended(j.State) {
 				return true, ""
 			}
 		}
@@ -118,7 +140,5 @@ func TestFailureAfterALapsedClaimLeavesTheNewClaim(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(asked) != 2 {
-		t.Fatalf("the model was asked for x %d times (%v); want twice: by A, whose claim lapsed, and by B, which took it then", len(asked), asked)
-	}
+	return slices.Clone(asked), counted
 }
