@@ -191,7 +191,9 @@ func (s *Store) RefreshClock(ctx context.Context) error {
 // alone: a wait for a connection inside its round trip would date the
 // reading early by half the wait.
 func (s *Store) onOneConn(ctx context.Context, fn func(DBTX) error) error {
-	if s.db != DBTX(s.pool) {
+	// Outside a transaction s.db is the pool's autocommit, which acquires
+	// a connection per statement (TestClockReadingIsTimedOnItsOwnConnection).
+	if _, ok := s.db.(autocommit); !ok {
 		return fn(s.db)
 	}
 	conn, err := s.pool.Acquire(ctx)
