@@ -139,10 +139,11 @@ type autocommitRow struct {
 	open bool
 }
 
+// Scan releases the connection, a panic in the scan too (as pgxpool's row
+// does: TestAutocommitRowReleasesItsConnectionOnAPanickingScan).
 func (r *autocommitRow) Scan(dest ...any) error {
-	err := unconfirmed(r.c, r.open, r.row.Scan(dest...))
-	r.c.Release()
-	return err
+	defer r.c.Release()
+	return unconfirmed(r.c, r.open, r.row.Scan(dest...))
 }
 
 // autocommitRows releases its connection once closed, and its Err then
