@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -148,27 +147,5 @@ func readers(t *testing.T, ctx context.Context, s *store.Store) int {
 // at a deferred trigger until release.
 func holdRevokeCommits(t *testing.T, ctx context.Context, s *store.Store) *heldCommits {
 	t.Helper()
-	h := holdLock(t, ctx, s)
-	if _, err := s.Pool().Exec(ctx, fmt.Sprintf(`
-		CREATE FUNCTION test_revoke_hold() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN PERFORM pg_advisory_xact_lock_shared(%d); RETURN NULL; END $$;
-		CREATE CONSTRAINT TRIGGER test_revoke_hold AFTER DELETE ON collection_readers DEFERRABLE INITIALLY DEFERRED
-			FOR EACH ROW EXECUTE FUNCTION test_revoke_hold()`, h.key)); err != nil {
-		t.Fatal(err)
-	}
-	return h
-}
-
-func holdLock(t *testing.T, ctx context.Context, s *store.Store) *heldCommits {
-	t.Helper()
-	h := &heldCommits{key: rand.Int64()}
-	var err error
-	if h.hold, err = s.Pool().Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.hold.Release)
-	if _, err := h.hold.Exec(ctx, `SELECT pg_advisory_lock($1)`, h.key); err != nil {
-		t.Fatal(err)
-	}
-	return h
+	return holdCommits(t, ctx, s, "AFTER DELETE ON collection_readers")
 }

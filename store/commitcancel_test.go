@@ -117,6 +117,13 @@ type heldCommits struct {
 
 func holdFactCommits(t *testing.T, ctx context.Context, s *store.Store) *heldCommits {
 	t.Helper()
+	return holdCommits(t, ctx, s, "AFTER INSERT ON facts")
+}
+
+// holdCommits holds the COMMIT of every transaction that fired the
+// deferred trigger of on ("AFTER INSERT ON facts") until release.
+func holdCommits(t *testing.T, ctx context.Context, s *store.Store, on string) *heldCommits {
+	t.Helper()
 	h := &heldCommits{key: rand.Int64()}
 	var err error
 	if h.hold, err = s.Pool().Acquire(ctx); err != nil {
@@ -129,8 +136,8 @@ func holdFactCommits(t *testing.T, ctx context.Context, s *store.Store) *heldCom
 	if _, err := s.Pool().Exec(ctx, fmt.Sprintf(`
 		CREATE FUNCTION test_commit_hold() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN PERFORM pg_advisory_xact_lock_shared(%d); RETURN NULL; END $$;
-		CREATE CONSTRAINT TRIGGER test_commit_hold AFTER INSERT ON facts DEFERRABLE INITIALLY DEFERRED
-			FOR EACH ROW EXECUTE FUNCTION test_commit_hold()`, h.key)); err != nil {
+		CREATE CONSTRAINT TRIGGER test_commit_hold %s DEFERRABLE INITIALLY DEFERRED
+			FOR EACH ROW EXECUTE FUNCTION test_commit_hold()`, h.key, on)); err != nil {
 		t.Fatal(err)
 	}
 	return h
