@@ -119,19 +119,26 @@ func (e *env) killBackends(t *testing.T, match string) *backendKiller {
 		t.Skipf("Postgres %d: pg_terminate_backend cannot wait for the backend to exit before 14", version)
 	}
 	kill := &backendKiller{admin: admin, match: match}
+	e.traceStore(t, url, kill)
+	return kill
+}
+
+// traceStore points e.store at a pool of its own on url, its connections
+// traced by tracer.
+func (e *env) traceStore(t *testing.T, url string, tracer pgx.QueryTracer) {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.MaxConns = storetest.MaxConns
-	cfg.ConnConfig.Tracer = kill
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	cfg.ConnConfig.Tracer = tracer
+	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
 	e.store = store.New(pool)
-	return kill
 }
 
 // TestUnreachableDatabaseWaits: an extraction job whose Postgres

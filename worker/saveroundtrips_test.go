@@ -8,11 +8,9 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/extractor/extractortest"
-	"github.com/memoryd/memoryd/store"
 	"github.com/memoryd/memoryd/store/storetest"
 )
 
@@ -82,18 +80,7 @@ func (r *roundTrips) transactions(match string) [][]string {
 func (e *env) traceRoundTrips(t *testing.T) *roundTrips {
 	t.Helper()
 	r := &roundTrips{conns: map[*pgx.Conn][]string{}}
-	cfg, err := pgxpool.ParseConfig(storetest.Migrated(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = storetest.MaxConns
-	cfg.ConnConfig.Tracer = r
-	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	e.store = store.New(pool)
+	e.traceStore(t, storetest.Migrated(t), r)
 	return r
 }
 
