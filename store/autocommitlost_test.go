@@ -46,12 +46,12 @@ func TestSingleStatementWriteCutByALostConnectionIsUnconfirmed(t *testing.T) {
 			ctx, s := setup(t)
 			grantTeam(t, ctx, s)
 			h := holdRevokeCommits(t, ctx, s)
-			p := startResetProxy(t, storetest.URL(t, s))
-			w := openOn(t, ctx, p.url, cancelOnServer)
+			p := storetest.StartCutProxy(t, storetest.URL(t, s))
+			w := openOn(t, ctx, p.URL(), cancelOnServer)
 			res := make(chan error, 1)
 			go func() { _, err := w.RevokeReader(ctx, "team", "lena"); res <- err }()
 			h.waiter(t, ctx, s)
-			p.reset() // the client's side only: the server goes on
+			p.Cut() // the client's side only: the server goes on
 			got := <-res
 			h.release(t, ctx)
 			h.ended(t, ctx, s)

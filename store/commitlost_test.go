@@ -4,11 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
-	neturl "net/url"
-	"sync"
 	"testing"
 	"time"
 
@@ -51,12 +47,12 @@ func TestInTxCommitCutByALostConnectionIsUnconfirmed(t *testing.T) {
 		t.Run(fmt.Sprintf("connection reset, CancelOnServer %v", cancelOnServer), func(t *testing.T) {
 			ctx, s := setup(t)
 			h := holdFactCommits(t, ctx, s)
-			p := startResetProxy(t, storetest.URL(t, s))
-			w := openOn(t, ctx, p.url, cancelOnServer)
+			p := storetest.StartCutProxy(t, storetest.URL(t, s))
+			w := openOn(t, ctx, p.URL(), cancelOnServer)
 			res := make(chan error, 1)
 			go func() { res <- w.InTx(ctx, setLocation) }()
 			h.waiter(t, ctx, s)
-			p.reset() // the client's side only: the server goes on
+			p.Cut() // the client's side only: the server goes on
 			got := <-res
 			h.release(t, ctx)
 			h.ended(t, ctx, s)
@@ -200,100 +196,4 @@ func (h *heldCommits) waiter(t *testing.T, ctx context.Context, s *store.Store) 
 		return true, ""
 	})
 	return pid
-}
-
-// resetProxy forwards connections to a Postgres server until cut, which
-// resets (RST) the clients' sides of them and refuses new ones (pgx's
-// cancel request after a read error among them), keeping the server's
-// sides open: the server goes on with what it was sent, as beyond a
-// network that lost the connection.
-type resetProxy struct {
-	url     string
-	ln      net.Listener
-	mu      sync.Mutex
-	clients []net.Conn
-}
-
-func startResetProxy(t *testing.T, target string) *resetProxy {
-	t.Helper()
-	u, err := neturl.Parse(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	upstream := u.Host
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Host = ln.Addr().String()
-	p := &resetProxy{url: u.String(), ln: ln}
-	var servers []net.Conn
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		p.reset()
-		p.mu.Lock()
-		for _, c := range servers {
-			c.Close()
-		}
-		p.mu.Unlock()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			srv, err := net.Dial("tcp", upstream)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.clients, servers = append(p.clients, c), append(servers, srv)
-			p.mu.Unlock()
-			wg.Add(2)
-			go func() { defer wg.Done(); _, _ = io.Copy(srv, c) }()
-			go func() {
-				defer wg.Done()
-				// Read on after the client's side is reset, its writes
-				// dropped, so that the server is never held by it.
-				_, _ = io.Copy(&dropAfterFail{c: c}, srv)
-				c.Close()
-			}()
-		}
-	}()
-	return p
-}
-
-// dropAfterFail writes to c until a write fails, then drops what follows.
-type dropAfterFail struct {
-	c      net.Conn
-	failed bool
-}
-
-func (d *dropAfterFail) Write(b []byte) (int, error) {
-	if !d.failed {
-		if _, err := d.c.Write(b); err != nil {
-			d.failed = true
-		}
-	}
-	return len(b), nil
-}
-
-// reset cuts the proxy: its listener closed, its clients' connections
-// reset.
-func (p *resetProxy) reset() {
-	p.ln.Close()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.clients {
-		if tc, ok := c.(*net.TCPConn); ok {
-			_ = tc.SetLinger(0) // RST, not FIN
-		}
-		c.Close()
-	}
-	p.clients = nil
 }

@@ -3,11 +3,7 @@ package worker_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net"
-	neturl "net/url"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -57,8 +53,8 @@ func TestUsageOfASaveWhoseCommitWasCutCountsOnce(t *testing.T) {
 		BEGIN PERFORM pg_advisory_xact_lock_shared(%d); RETURN NULL; END $$;
 		CREATE CONSTRAINT TRIGGER test_commit_hold AFTER UPDATE ON turns DEFERRABLE INITIALLY DEFERRED
 			FOR EACH ROW WHEN (NEW.status = 'processed') EXECUTE FUNCTION test_commit_hold()`, key))
-	p := startCutProxy(t, url)
-	cfg, err := pgxpool.ParseConfig(p.url)
+	p := storetest.StartCutProxy(t, url)
+	cfg, err := pgxpool.ParseConfig(p.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,13 +75,13 @@ func TestUsageOfASaveWhoseCommitWasCutCountsOnce(t *testing.T) {
 			AND ((l.classid::bigint << 32) | l.objid::bigint) = $1`, key).Scan(&n)
 		return err == nil && n == 1, fmt.Sprintf("%d waiting, %v", n, err)
 	})
-	p.cut()
+	p.Cut()
 	release()
 	e.waitFor("the cut save committed on the server", func() (bool, string) {
 		turn, err := direct.GetTurn(e.ctx, "alice", "t1")
 		return err == nil && turn.Status == "processed", fmt.Sprintf("%+v %v", turn, err)
 	})
-	p.resume()
+	p.Resume()
 	e.waitFor("the turn's job ended", func() (bool, string) {
 		var states []string
 		err := direct.Pool().QueryRow(e.ctx, `SELECT coalesce(array_agg(state::text), '{}') FROM river_job WHERE kind = $1`, worker.ExtractJobKind).Scan(&states)
@@ -94,116 +90,4 @@ func TestUsageOfASaveWhoseCommitWasCutCountsOnce(t *testing.T) {
 	stop() // stores what the backlog holds
 	e.store = direct
 	checkUsage(t, e, 1, 1)
-}
-
-// cutProxy forwards connections to a Postgres server until cut, which
-// resets (RST) the clients' sides of the connections and closes new ones
-// at once (pgx's cancel request after a read error among them) until
-// resume, keeping the server's sides open: the server goes on with what
-// it was sent, as beyond a network that lost the connections.
-type cutProxy struct {
-	url string
-
-	mu      sync.Mutex
-	isCut   bool
-	clients []net.Conn
-}
-
-func startCutProxy(t *testing.T, target string) *cutProxy {
-	t.Helper()
-	u, err := neturl.Parse(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	upstream := u.Host
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Host = ln.Addr().String()
-	p := &cutProxy{url: u.String()}
-	var (
-		servers []net.Conn
-		wg      sync.WaitGroup
-	)
-	t.Cleanup(func() {
-		ln.Close()
-		p.cut()
-		p.mu.Lock()
-		for _, c := range servers {
-			c.Close()
-		}
-		p.mu.Unlock()
-		wg.Wait()
-	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.mu.Lock()
-			isCut := p.isCut
-			p.mu.Unlock()
-			if isCut {
-				c.Close()
-				continue
-			}
-			srv, err := net.Dial("tcp", upstream)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.clients, servers = append(p.clients, c), append(servers, srv)
-			p.mu.Unlock()
-			wg.Add(2)
-			go func() { defer wg.Done(); _, _ = io.Copy(srv, c) }()
-			go func() {
-				defer wg.Done()
-				// Read on after the client's side is reset, its writes
-				// dropped, so that the server is never held by it.
-				_, _ = io.Copy(&dropAfterFail{c: c}, srv)
-				c.Close()
-			}()
-		}
-	}()
-	return p
-}
-
-// cut resets the clients' connections and refuses new ones until resume.
-func (p *cutProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.isCut = true
-	for _, c := range p.clients {
-		if tc, ok := c.(*net.TCPConn); ok {
-			_ = tc.SetLinger(0) // RST, not FIN
-		}
-		c.Close()
-	}
-	p.clients = nil
-}
-
-func (p *cutProxy) resume() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.isCut = false
-}
-
-// dropAfterFail writes to c until a write fails, then drops what follows.
-type dropAfterFail struct {
-	c      net.Conn
-	failed bool
-}
-
-func (d *dropAfterFail) Write(b []byte) (int, error) {
-	if !d.failed {
-		if _, err := d.c.Write(b); err != nil {
-			d.failed = true
-		}
-	}
-	return len(b), nil
 }
