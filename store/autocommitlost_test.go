@@ -23,46 +23,20 @@ import (
 // InTx's does.
 func TestSingleStatementWriteCutByALostConnectionIsUnconfirmed(t *testing.T) {
 	t.Parallel()
-	for _, cancelOnServer := range []bool{false, true} {
-		t.Run(fmt.Sprintf("backend terminated, CancelOnServer %v", cancelOnServer), func(t *testing.T) {
-			ctx, s := setup(t)
-			grantTeam(t, ctx, s)
-			h := holdRevokeCommits(t, ctx, s)
-			w := openOn(t, ctx, storetest.URL(t, s), cancelOnServer)
-			res := make(chan error, 1)
-			go func() { _, err := w.RevokeReader(ctx, "team", "lena"); res <- err }()
-			pid := h.waiter(t, ctx, s)
-			if _, err := s.Pool().Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
-				t.Fatal(err)
-			}
-			got := <-res
-			h.release(t, ctx)
-			h.ended(t, ctx, s)
-			if !errors.Is(got, store.ErrCommitUnconfirmed) {
-				t.Errorf("a revoke whose backend was terminated during its commit returned %v; want it to wrap ErrCommitUnconfirmed", got)
-			}
-		})
-		t.Run(fmt.Sprintf("connection reset, CancelOnServer %v", cancelOnServer), func(t *testing.T) {
-			ctx, s := setup(t)
-			grantTeam(t, ctx, s)
-			h := holdRevokeCommits(t, ctx, s)
-			p := storetest.StartCutProxy(t, storetest.URL(t, s))
-			w := openOn(t, ctx, p.URL(), cancelOnServer)
-			res := make(chan error, 1)
-			go func() { _, err := w.RevokeReader(ctx, "team", "lena"); res <- err }()
-			h.waiter(t, ctx, s)
-			p.Cut() // the client's side only: the server goes on
-			got := <-res
-			h.release(t, ctx)
-			h.ended(t, ctx, s)
+	runCommitCuts(t, commitCut{
+		what:    "a revoke",
+		prepare: grantTeam,
+		hold:    holdRevokeCommits,
+		write: func(ctx context.Context, w *store.Store) error {
+			_, err := w.RevokeReader(ctx, "team", "lena")
+			return err
+		},
+		committed: func(t *testing.T, ctx context.Context, s *store.Store) {
 			if n := readers(t, ctx, s); n != 0 {
 				t.Fatalf("%d grants left after the revoke the server completed once the client's connection was reset (the test's premise)", n)
 			}
-			if !errors.Is(got, store.ErrCommitUnconfirmed) {
-				t.Errorf("a revoke whose connection was reset during its commit returned %v, and the revoke committed; want it to wrap ErrCommitUnconfirmed", got)
-			}
-		})
-	}
+		},
+	})
 }
 
 // TestSingleStatementFailureThatSaysNothingWasDoneIsPlain: a statement

@@ -26,43 +26,75 @@ import (
 // runs on (memoryd's writes', and enrich's with CancelOnServer).
 func TestInTxCommitCutByALostConnectionIsUnconfirmed(t *testing.T) {
 	t.Parallel()
-	for _, cancelOnServer := range []bool{false, true} {
-		t.Run(fmt.Sprintf("backend terminated, CancelOnServer %v", cancelOnServer), func(t *testing.T) {
-			ctx, s := setup(t)
-			h := holdFactCommits(t, ctx, s)
-			w := openOn(t, ctx, storetest.URL(t, s), cancelOnServer)
-			res := make(chan error, 1)
-			go func() { res <- w.InTx(ctx, setLocation) }()
-			pid := h.waiter(t, ctx, s)
-			if _, err := s.Pool().Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
-				t.Fatal(err)
-			}
-			got := <-res
-			h.release(t, ctx)
-			h.ended(t, ctx, s)
-			if !errors.Is(got, store.ErrCommitUnconfirmed) {
-				t.Errorf("InTx whose backend was terminated during its COMMIT returned %v; want it to wrap ErrCommitUnconfirmed", got)
-			}
-		})
-		t.Run(fmt.Sprintf("connection reset, CancelOnServer %v", cancelOnServer), func(t *testing.T) {
-			ctx, s := setup(t)
-			h := holdFactCommits(t, ctx, s)
-			p := storetest.StartCutProxy(t, storetest.URL(t, s))
-			w := openOn(t, ctx, p.URL(), cancelOnServer)
-			res := make(chan error, 1)
-			go func() { res <- w.InTx(ctx, setLocation) }()
-			h.waiter(t, ctx, s)
-			p.Cut() // the client's side only: the server goes on
-			got := <-res
-			h.release(t, ctx)
-			h.ended(t, ctx, s)
+	runCommitCuts(t, commitCut{
+		what: "InTx",
+		hold: holdFactCommits,
+		write: func(ctx context.Context, w *store.Store) error {
+			return w.InTx(ctx, setLocation)
+		},
+		committed: func(t *testing.T, ctx context.Context, s *store.Store) {
 			if _, err := s.Fact(ctx, "lena", "location"); err != nil {
 				t.Fatalf("the fact whose COMMIT the server completed after the client's connection was reset: %v (the test's premise)", err)
 			}
-			if !errors.Is(got, store.ErrCommitUnconfirmed) {
-				t.Errorf("InTx whose connection was reset during its COMMIT returned %v, and the write committed; want it to wrap ErrCommitUnconfirmed", got)
+		},
+	})
+}
+
+// commitCut is a write whose commit runCommitCuts cuts: what names it,
+// hold holds its commit at a deferred trigger, write makes it on w, and
+// committed fails the test unless the server committed it.
+type commitCut struct {
+	what      string
+	prepare   func(t *testing.T, ctx context.Context, s *store.Store) // nil: nothing to prepare
+	hold      func(t *testing.T, ctx context.Context, s *store.Store) *heldCommits
+	write     func(ctx context.Context, w *store.Store) error
+	committed func(t *testing.T, ctx context.Context, s *store.Store)
+}
+
+// runCommitCuts makes c's write, on both kinds of pool memoryd opens
+// (its writes', and enrich's with CancelOnServer), with its commit held,
+// then cuts it: its backend terminated, or its connection reset on the
+// client's side only (the server goes on and commits it). Either way
+// the write's error must wrap ErrCommitUnconfirmed.
+func runCommitCuts(t *testing.T, c commitCut) {
+	for _, cancelOnServer := range []bool{false, true} {
+		for _, reset := range []bool{false, true} {
+			how := "backend terminated"
+			if reset {
+				how = "connection reset"
 			}
-		})
+			t.Run(fmt.Sprintf("%s, CancelOnServer %v", how, cancelOnServer), func(t *testing.T) {
+				ctx, s := setup(t)
+				if c.prepare != nil {
+					c.prepare(t, ctx, s)
+				}
+				h := c.hold(t, ctx, s)
+				url := storetest.URL(t, s)
+				var p *storetest.CutProxy
+				if reset {
+					p = storetest.StartCutProxy(t, url)
+					url = p.URL()
+				}
+				w := openOn(t, ctx, url, cancelOnServer)
+				res := make(chan error, 1)
+				go func() { res <- c.write(ctx, w) }()
+				pid := h.waiter(t, ctx, s)
+				if reset {
+					p.Cut() // the client's side only: the server goes on
+				} else if _, err := s.Pool().Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+					t.Fatal(err)
+				}
+				got := <-res
+				h.release(t, ctx)
+				h.ended(t, ctx, s)
+				if reset {
+					c.committed(t, ctx, s)
+				}
+				if !errors.Is(got, store.ErrCommitUnconfirmed) {
+					t.Errorf("%s whose connection was lost (%s) during its commit returned %v; want it to wrap ErrCommitUnconfirmed", c.what, how, got)
+				}
+			})
+		}
 	}
 }
 
