@@ -33,9 +33,12 @@ func URL() string {
 }
 
 // Conn connects to the test server; the connection closes when the test ends.
+// The dial may take up to 10 s, not nats.go's 2 s: a CI run beside other work
+// (load 25 on 2 cores) once failed a test there with "dial tcp
+// 127.0.0.1:4222: i/o timeout", the server up and idle.
 func Conn(t testing.TB) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(URL(), nats.Name(t.Name()), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	nc, err := nats.Connect(URL(), nats.Name(t.Name()), nats.Timeout(10*time.Second), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
 		t.Fatalf("eventstest: connect to %s (is nats-server -js running? `make testservices` starts it): %v", URL(), err)
 	}
@@ -301,7 +304,7 @@ func (s *Server) Start(t testing.TB) {
 // test ends.
 func (s *Server) Conn(t testing.TB) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(s.URL, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	nc, err := nats.Connect(s.URL, nats.Timeout(10*time.Second), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
