@@ -17,7 +17,10 @@ import (
 	"github.com/memoryd/memoryd/worker"
 )
 
-func runReplay(ctx context.Context, a *cli, args []string) error {
+func runReplay(ctx context.Context, a *cli, args []string) (err error) {
+	defer func() {
+		err = ifUnconfirmed(err, "a database commit of the replay was not confirmed: its turns may be recorded and enqueued already; re-running replay is safe, it records each turn once")
+	}()
 	var (
 		o                     serveOptions
 		users, usersFile      string
@@ -288,7 +291,7 @@ counts as JSON.`)
 			if errors.Is(err, store.ErrCommitUnconfirmed) {
 				// Its connection lost during the commit: the memory
 				// may be gone, the stream's events still there.
-				return fmt.Errorf("%w (the forget's database commit was not confirmed: the memory may be deleted already; run it again to complete it)", err)
+				return ifUnconfirmed(err, "the forget's database commit was not confirmed: the memory may be deleted already; run it again to complete it")
 			}
 			// Postgres went away mid-lock, a lock wait past its
 			// attempts: a walk's user read only "forget: lock users:

@@ -402,7 +402,13 @@ func docsGrant(ctx context.Context, a *cli, f *flags, o *clientOptions, scope st
 	defer svc.Stop(context.WithoutCancel(ctx))
 	changed, err := svc.GrantReader(ctx, scope, o.user, revoke)
 	if err != nil {
-		return err
+		// Run again, it says whether this one was done: "already
+		// granted", "was not granted".
+		hint := "the grant's database commit was not confirmed: it may be granted already; granting it again is safe, and says \"already granted\" if so"
+		if revoke {
+			hint = "the revoke's database commit was not confirmed: it may be revoked already; revoking it again is safe, and says \"was not granted\" if so"
+		}
+		return ifUnconfirmed(err, hint)
 	}
 	verb := map[bool]string{false: "granted", true: "revoked"}[revoke]
 	if !changed {

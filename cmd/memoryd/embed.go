@@ -10,7 +10,10 @@ import (
 	"github.com/memoryd/memoryd/store"
 )
 
-func runEmbed(ctx context.Context, a *cli, args []string) error {
+func runEmbed(ctx context.Context, a *cli, args []string) (err error) {
+	defer func() {
+		err = ifUnconfirmed(err, "a database commit of the backfill was not confirmed: part of it may be done; re-running the backfill is safe, it enqueues only what still lacks a vector")
+	}()
 	var (
 		o              serveOptions
 		user           string

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/memoryd/memoryd/internal/app"
-	"github.com/memoryd/memoryd/store"
 )
 
 // failedCommand parses the flags shared by the commands over failed turns and
@@ -69,14 +67,12 @@ func runRetryFailed(ctx context.Context, a *cli, args []string) error {
 		},
 		func(ctx context.Context, svc *app.App, user string, limit int) error {
 			n, crashed, err := svc.RetryFailed(ctx, user, limit, includeCrashed)
-			if errors.Is(err, store.ErrCommitUnconfirmed) {
+			if err != nil {
 				// Its connection lost during the commit: the turns may
 				// be pending with their jobs, or still failed. A run
-				// again retries those still failed, and only those.
-				return fmt.Errorf("%w (the retry's database commit was not confirmed: the turns may be set back to pending already; run it again: it retries those still failed)", err)
-			}
-			if err != nil {
-				return err
+				// again takes those still failed: if these were set
+				// back, others, up to --limit of them.
+				return ifUnconfirmed(err, "the retry's database commit was not confirmed: its turns may be pending already; memoryd failed lists those still failed, which a run again retries (up to --limit of them: other turns, if these were set back)")
 			}
 			fmt.Fprintf(a.stdout, "%d failed turn(s) re-enqueued\n", n)
 			if crashed > 0 {

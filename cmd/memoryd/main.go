@@ -20,6 +20,8 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"github.com/memoryd/memoryd/store"
 )
 
 // command is one subcommand of the binary.
@@ -131,7 +133,14 @@ func run(ctx context.Context, a *cli, args []string) int {
 			fmt.Fprintf(a.stderr, "memoryd %s: %s\nRun 'memoryd %s -h' for usage.\n", c.name, flagNames(uerr.err.Error()), uerr.cmd)
 			return 2
 		}
-		fmt.Fprintf(a.stderr, "memoryd %s: %s\n", c.name, flagNames(explain(err)))
+		msg := explain(err)
+		if errors.Is(err, store.ErrCommitUnconfirmed) {
+			// What may have been done, and what is safe to do, comes
+			// first: explain's reading of the lost connection would
+			// not say it.
+			msg = ifUnconfirmed(err, unconfirmedHint).Error()
+		}
+		fmt.Fprintf(a.stderr, "memoryd %s: %s\n", c.name, flagNames(msg))
 		return 1
 	}
 	fmt.Fprintf(a.stderr, "memoryd: unknown command %q\nRun 'memoryd help' for the commands.\n", args[0])

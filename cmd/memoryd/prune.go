@@ -44,7 +44,7 @@ are measured only with --max-db-size: without it, its "before" and
 	defer svc.Stop(context.WithoutCancel(ctx))
 	rep, err := svc.Prune(ctx)
 	if err != nil {
-		return startErr(err)
+		return ifUnconfirmed(startErr(err), "the prune's database commit was not confirmed: part of it may be done; running it again is safe, it prunes only what is still over the limits or past the retention")
 	}
 	if msg := store.VacuumDeniedMessage(rep.VacuumRole, rep.VacuumDenied); msg != "" {
 		fmt.Fprintln(a.stderr, "memoryd prune: warning: "+msg)
