@@ -532,7 +532,7 @@ pairs through the running memoryd.`)
 		}
 		fmt.Fprintf(a.stderr, "%d result(s)\n", len(reply.Results))
 	case "store":
-		o.changes = "memoryd memory search shows whether it was stored; storing it again keeps one copy"
+		o.changes = "memoryd memory list shows whether it was stored; storing it again keeps one copy"
 		reply, err := c.Store(reqCtx, events.StoreRequest{UserID: o.user, Question: pos[0], Answer: pos[1]})
 		if err != nil {
 			return err

@@ -42,3 +42,30 @@ func TestWriteCommandTimedOutSaysItMayHaveBeenDone(t *testing.T) {
 		t.Errorf("facts set timed out, and then done: exit %d, stderr %q; want exit 1 saying the fact may have been set", code, errOut)
 	}
 }
+
+// TestMemoryStoreTimedOutNamesTheReadThatShowsIt: memoryd memory store
+// whose reply does not come within --timeout (the context table locked)
+// names memory list, which shows every item, as the read that tells
+// whether it was stored, not memory search, which ranks and cuts what it
+// shows.
+func TestMemoryStoreTimedOutNamesTheReadThatShowsIt(t *testing.T) {
+	t.Parallel()
+	_, prefix, st := startTestEnricher(t)
+	ctx := context.Background()
+	tx, err := st.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "LOCK TABLE context IN EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := runArgs(ctx, "memory", "store", "--user", "alice", "home town", "Paris", "--timeout", "1s",
+		"--nats-url", eventstest.URL(), "--prefix", prefix, "--log-format", "json")
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if code != 1 || !strings.Contains(errOut, "may have been made") || !strings.Contains(errOut, "memoryd memory list shows whether it was stored") {
+		t.Errorf("memory store timed out: exit %d, stderr %q; want exit 1 naming memory list as the read that shows it", code, errOut)
+	}
+}
