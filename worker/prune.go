@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -90,6 +91,28 @@ type PruneReport struct {
 	// them, so what this prune freed is not reusable space.
 	VacuumDenied []string `json:"vacuum_denied,omitempty"`
 	VacuumRole   string   `json:"vacuum_role,omitempty"`
+	// Sized is set when the prune measured the size (a size limit given):
+	// without it, Before and After are zeros that say nothing of the
+	// database, and the JSON has them null.
+	Sized bool `json:"-"`
+}
+
+// MarshalJSON writes the report with "before" and "after" null when the
+// prune measured no size: their zeros read as an empty database to a
+// script of memoryd prune --json, and in the prune job's recorded output.
+func (r PruneReport) MarshalJSON() ([]byte, error) {
+	type plain PruneReport // without this method
+	out := struct {
+		// Shallower than plain's, so these are the ones written; in
+		// the order of the fields.
+		Before *store.SizeReport `json:"before"`
+		plain
+		After *store.SizeReport `json:"after"`
+	}{plain: plain(r)}
+	if r.Sized {
+		out.Before, out.After = &r.Before, &r.After
+	}
+	return json.Marshal(out)
 }
 
 // pruneBatch bounds one DELETE or UPDATE, so that pruning holds row locks
@@ -254,6 +277,7 @@ func prune(ctx context.Context, s *store.Store, l PruneLimits) (PruneReport, err
 		if rep.Before, err = s.MeasureSize(ctx); err != nil {
 			return rep, fmt.Errorf("prune: %w", err)
 		}
+		rep.Sized = true
 		// Deleted documents count for nothing in the size, so their space
 		// must be reusable (autovacuum may be off).
 		if _, err := s.VacuumDocuments(ctx); err != nil {

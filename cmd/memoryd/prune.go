@@ -31,7 +31,7 @@ limit exits 1. One prune runs at a time on a database: this one
 waits for a serve's to end. It neither creates nor migrates the database.
 --json prints the whole report (the prune job's recorded output); sizes
 are measured only with --max-db-size: without it, its "before" and
-"after" are zeros.`)
+"after" are null.`)
 	o.register(f)
 	f.ArgBool(&asJSON, "json", false, "print the report as JSON")
 	if err := f.Parse(args); err != nil {

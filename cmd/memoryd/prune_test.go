@@ -109,3 +109,40 @@ func TestPruneErrorSaysWhy(t *testing.T) {
 		})
 	}
 }
+
+// TestPruneJSONWithoutASizeLimitMeasuresNoSize: prune --json without
+// --max-db-size measures no size, and its report says so, "before" and
+// "after" null, where before they held zeros, read as an empty database
+// by a script, beside the turn texts it cleared; with the limit they
+// hold the sizes measured.
+func TestPruneJSONWithoutASizeLimitMeasuresNoSize(t *testing.T) {
+	t.Parallel()
+	dbURL := storetest.Migrated(t)
+	s := storetest.Unmigrated(t, dbURL)
+	if _, err := s.InsertContext(context.Background(), []store.ContextWrite{{UserID: "alice", Question: "q", Answer: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	prefix, stream := eventstest.Names(t, eventstest.Conn(t))
+	for _, tt := range []struct {
+		args  []string
+		sized bool
+	}{
+		{[]string{"--turn-retention", "24h"}, false},
+		{[]string{"--turn-retention", "24h", "--max-db-size", "1G"}, true},
+	} {
+		out, errOut, code := runCmd(t, dbURL, prefix, stream, append([]string{"prune", "--json"}, tt.args...)...)
+		var rep map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil {
+			t.Fatalf("prune --json %v: exit %d, %v\n%s%s", tt.args, code, err, out, errOut)
+		}
+		for _, key := range []string{"before", "after"} {
+			var size *store.SizeReport
+			if err := json.Unmarshal(rep[key], &size); err != nil || rep[key] == nil {
+				t.Fatalf("prune --json %v: %q is %s (%v)", tt.args, key, rep[key], err)
+			}
+			if tt.sized && (size == nil || size.RealBytes <= 0) || !tt.sized && size != nil {
+				t.Errorf("prune --json %v: %q is %s; want the size measured: %v", tt.args, key, rep[key], tt.sized)
+			}
+		}
+	}
+}
