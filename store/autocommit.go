@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -27,9 +28,62 @@ type autocommit struct {
 	pool *pgxpool.Pool
 }
 
-// writeStatement matches SQL that changes data: an INSERT, UPDATE (not a
-// row lock's FOR UPDATE), DELETE, MERGE or TRUNCATE, in a CTE or not.
-var writeStatement = regexp.MustCompile(`(?is)\b(insert\s+into|delete\s+from|merge\s+into|truncate)\b|\bupdate\s+[a-z_."]+(\s+(as\s+)?[a-z_]+)?\s+set\b`)
+// A statement is a read only when it is plainly one: once its comments
+// and quoted text are blanked, it begins with SELECT, WITH, SHOW, VALUES
+// or TABLE, names no writing command (an INSERT, UPDATE, also a row
+// lock's FOR UPDATE, DELETE, MERGE, TRUNCATE, COPY, CALL, a SELECT
+// INTO), and calls only functions known not to write data
+// (readFunctions). Anything else is taken for a write: a read taken for
+// one only says "may have been done" when its connection is lost, where
+// a write taken for a read said nothing was done
+// (TestIsWriteFailsSafe).
+var (
+	sqlComment   = regexp.MustCompile(`(?s)--[^\n]*|/\*.*?\*/`)
+	sqlQuoted    = regexp.MustCompile(`(?s)'(?:[^']|'')*'|"(?:[^"]|"")*"|\$([a-z_]*)\$.*?\$[a-z_]*\$`)
+	readStart    = regexp.MustCompile(`(?i)^\s*(select|with|show|values|table)\b`)
+	writeCommand = regexp.MustCompile(`(?i)\b(insert|update|delete|merge|truncate|copy|call|into)\b`)
+	calledName   = regexp.MustCompile(`(?i)(\bas\s+)?\b([a-z_][a-z0-9_$]*)\s*\(`)
+)
+
+// readFunctions are the names followed by "(" in the store's reads that
+// write no data: Postgres's functions (an advisory lock, set_config and
+// nextval change no row, and are not undone by a rollback), memoryd's
+// read-only ones, and the SQL words that take a parenthesis.
+var readFunctions = map[string]bool{}
+
+func init() {
+	for _, name := range strings.Fields(`
+		abs array_agg array_position array_prepend array_upper avg bool_or cardinality char_length chr
+		clock_timestamp coalesce count current_database current_schema current_setting encode
+		generate_series greatest has_table_privilege hashtext hashtextextended jsonb_agg
+		jsonb_array_elements jsonb_array_elements_text jsonb_array_length jsonb_build_object jsonb_set
+		jsonb_typeof least left length make_interval max min nextval now pg_advisory_lock
+		pg_advisory_unlock pg_advisory_xact_lock pg_advisory_xact_lock_shared pg_backend_pid pg_has_role
+		pg_indexes_size pg_relation_size pg_stat_get_dead_tuples pg_total_relation_size
+		pg_try_advisory_lock pg_try_advisory_xact_lock pg_try_advisory_xact_lock_shared quote_ident
+		regexp_replace row_number set_config starts_with strpos substring sum to_regclass unnest
+		memoryd_query_terms memoryd_said_in memoryd_tsquery
+		all and any array as by distinct else exists filter from in join lateral materialized not on or
+		over row select then using values when where`) {
+		readFunctions[name] = true
+	}
+}
+
+// plainlyRead reports whether sql is plainly a read (see readFunctions).
+func plainlyRead(sql string) bool {
+	sql = sqlComment.ReplaceAllString(sql, " ")
+	sql = sqlQuoted.ReplaceAllString(sql, "''")
+	if !readStart.MatchString(sql) || writeCommand.MatchString(sql) {
+		return false
+	}
+	for _, m := range calledName.FindAllStringSubmatch(sql, -1) {
+		// "AS u(a, b)" names an alias's columns.
+		if m[1] == "" && !readFunctions[strings.ToLower(m[2])] {
+			return false
+		}
+	}
+	return true
+}
 
 // writes caches isWrite by statement: the store's SQL is a nearly fixed
 // set of strings (some built from a few choices), matched once each; at
@@ -45,7 +99,7 @@ func isWrite(sql string) bool {
 	if w, ok := writes.Load(sql); ok {
 		return w.(bool)
 	}
-	w := writeStatement.MatchString(sql)
+	w := !plainlyRead(sql)
 	if nWrites.Add(1) <= maxWrites {
 		writes.Store(sql, w)
 	}
