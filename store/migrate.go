@@ -104,7 +104,10 @@ func (s *Store) Migrate(ctx context.Context, fsys fs.FS, logger *slog.Logger) ([
 				}
 			}
 			if err == nil {
-				err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+				// As InTx: a COMMIT whose connection is lost is
+				// unconfirmed (run again, migrate applies it if it was
+				// not).
+				err = runTx(ctx, conn, func(tx pgx.Tx) error {
 					if _, err := tx.Exec(ctx, f.sql); err != nil {
 						return err
 					}

@@ -615,8 +615,16 @@ func (s *Store) Ping(ctx context.Context) error {
 // the server refused (an ERROR: a deferred constraint, a serialization
 // failure), one never sent, or a session the server ended idle in its
 // transaction (TestInTxFailureBeforeItsCommitIsPlain).
-func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx, q *Store) error) (err error) {
-	tx, err := s.pool.Begin(ctx)
+func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx, q *Store) error) error {
+	return runTx(ctx, s.pool, func(tx pgx.Tx) error { return fn(tx, s.WithTx(tx)) })
+}
+
+// runTx is InTx on db (the pool, or a connection: a migration's), fn
+// given the transaction alone.
+func runTx(ctx context.Context, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, fn func(tx pgx.Tx) error) (err error) {
+	tx, err := db.Begin(ctx)
 	if err != nil {
 		return err
 	}
@@ -632,7 +640,7 @@ func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx, q *Store) error) (e
 			_ = tx.Rollback(ctx)
 		}
 	}()
-	if err := fn(tx, s.WithTx(tx)); err != nil {
+	if err := fn(tx); err != nil {
 		return err
 	}
 	returned = true

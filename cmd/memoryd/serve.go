@@ -300,7 +300,10 @@ func parseRole(f *flags, role string) (app.Role, error) {
 	return "", f.usageErr("--role %q is not all, enrich or ingest", role)
 }
 
-func runMigrate(ctx context.Context, a *cli, args []string) error {
+func runMigrate(ctx context.Context, a *cli, args []string) (err error) {
+	defer func() {
+		err = ifUnconfirmed(err, "a database commit of migrate was not confirmed: a migration or the prefix may be recorded already; running migrate again is safe, it applies only the migrations not recorded")
+	}()
 	var (
 		o                 connOptions
 		setPrefix, status bool
