@@ -133,18 +133,22 @@ func run(ctx context.Context, a *cli, args []string) int {
 			fmt.Fprintf(a.stderr, "memoryd %s: %s\nRun 'memoryd %s -h' for usage.\n", c.name, flagNames(uerr.err.Error()), uerr.cmd)
 			return 2
 		}
-		msg := explain(err)
-		if errors.Is(err, store.ErrCommitUnconfirmed) {
-			// What may have been done, and what is safe to do, comes
-			// first: explain's reading of the lost connection would
-			// not say it.
-			msg = ifUnconfirmed(err, unconfirmedHint).Error()
-		}
-		fmt.Fprintf(a.stderr, "memoryd %s: %s\n", c.name, flagNames(msg))
+		fmt.Fprintf(a.stderr, "memoryd %s: %s\n", c.name, flagNames(failure(err)))
 		return 1
 	}
 	fmt.Fprintf(a.stderr, "memoryd: unknown command %q\nRun 'memoryd help' for the commands.\n", args[0])
 	return 2
+}
+
+// failure is what run prints for a command's err (exit 1): a write in
+// doubt says what may have been done and what is safe to do, its
+// command's hint or unconfirmedHint (explain's reading of the lost
+// connection would not say it); anything else as explain reads it.
+func failure(err error) string {
+	if errors.Is(err, store.ErrCommitUnconfirmed) {
+		return ifUnconfirmed(err, unconfirmedHint).Error()
+	}
+	return explain(err)
 }
 
 func usage(w io.Writer) {
