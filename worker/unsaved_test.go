@@ -44,6 +44,14 @@ func lockWaitKeepsTheExtraction(t *testing.T, conversation string) {
 	})
 	e.start(llm, func(c *worker.Config) {
 		c.MaxAttempts = 1
+		// The save gives the lock up after 100 ms, not the default 5 s:
+		// the test is about what a lock wait keeps, not how long it waits.
+		// A job may then wait more than once before the test lets the
+		// lock go, each a run that must not ask the model again; the
+		// waits are bounded high so that a slow machine does not use them
+		// up first.
+		c.LockTimeout = 100 * time.Millisecond
+		c.MaxLockWaits = 1000
 		if conversation != "" {
 			c.ExtractDebounce = time.Millisecond // a burst's job
 		}
