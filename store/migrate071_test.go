@@ -121,7 +121,7 @@ func outputs071(t *testing.T, ctx context.Context, conn *pgx.Conn, searchText st
 	perText := `SELECT i::text, %s FROM unnest($1::text[]) WITH ORDINALITY AS x(t, i)`
 	for name, expr := range map[string]string{
 		"search text":         searchText,
-		"search text steps":   "convert_to(memoryd_cjk(memoryd_split(memoryd_fold(memoryd_nfkc(t)))), 'UTF8')",
+		"search text steps":   searchTextSteps071,
 		"memoryd_nfkc":        "convert_to(memoryd_nfkc(t), 'UTF8')",
 		"memoryd_fold":        "convert_to(memoryd_fold(t), 'UTF8')",
 		"memoryd_fold_words":  "convert_to(memoryd_fold_words(t), 'UTF8')",
@@ -139,13 +139,29 @@ func outputs071(t *testing.T, ctx context.Context, conn *pgx.Conn, searchText st
 			SELECT memoryd_chunk_terms(setweight(memoryd_tsvector('simple', t), 'A') || setweight(memoryd_tsvector('simple', 'b ' || t), 'B')) AS r
 			UNION ALL SELECT memoryd_chunk_terms(NULL)) r)`,
 	} {
+		if name == "search text" && expr == searchTextSteps071 {
+			continue // the steps' read, copied below
+		}
 		read(name, fmt.Sprintf(perText, expr), texts)
 		if !strings.HasSuffix(name, "_terms") { // the huge items' term rows are compared as stored
 			read(name+" huge", fmt.Sprintf(perText, expr), huge071)
 		}
 	}
+	if searchText == searchTextSteps071 {
+		// The same expression: its outputs are the steps' (read once,
+		// the huge texts' about 2 s of Postgres's time).
+		for k, v := range out {
+			if rest, ok := strings.CutPrefix(k, "search text steps "); ok {
+				out["search text "+rest] = v
+			}
+		}
+	}
 	return out
 }
+
+// searchTextSteps071 is the search text of t as the expression of its
+// steps, which migration 071's memoryd_search_text replaces.
+const searchTextSteps071 = "convert_to(memoryd_cjk(memoryd_split(memoryd_fold(memoryd_nfkc(t)))), 'UTF8')"
 
 // storedRows071 is what the tables hold that the indexing wrote: each
 // item's vector, lengths and term rows, each chunk's vector, lengths and
@@ -247,7 +263,7 @@ func TestMigration071KeepsEveryOutput(t *testing.T) {
 		return c.Conn()
 	}
 	// Before 071 the search text is its steps' expression.
-	before := outputs071(t, ctx, conn(), "convert_to(memoryd_cjk(memoryd_split(memoryd_fold(memoryd_nfkc(t)))), 'UTF8')")
+	before := outputs071(t, ctx, conn(), searchTextSteps071)
 	release()
 	seed071(t, ctx, s, "ana", "ana-kb", "")
 	seed071(t, ctx, s, "hans", "hans-kb", "german")
