@@ -130,6 +130,16 @@ again (a re-publish of the same event id is a duplicate).`)
 			// JetStream would only say "no response from stream".
 			return fmt.Errorf("no stream stores %s: start memoryd serve with this --prefix, or publish with --ensure-stream", events.TurnSubjects(o.prefix))
 		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			// No acknowledgement is not "not stored": the stream may have
+			// it. The same id again is dropped as a duplicate (within the
+			// stream's duplicate window); a new id would store it twice.
+			again := "--id " + t.ID
+			if one == nil {
+				again = fmt.Sprintf(`"id": %q`, t.ID)
+			}
+			return fmt.Errorf("turn %s of user %s: no acknowledgement from the stream in time: it may be stored; publish it again with %s, which the stream drops as a duplicate if it has it: %w", t.ID, t.UserID, again, err)
+		}
 		if err != nil {
 			return err
 		}
