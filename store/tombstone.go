@@ -281,12 +281,15 @@ func scanTombstones(rows pgx.Rows) (map[string]Tombstone, error) {
 }
 
 // AddTurnUsage adds tokens spent extracting a user's turns, as AddUsage
-// does, unless a forget of the user (token) covers the turns (the newest of
-// them is at stream position at): a model call that was in flight while
-// the user was forgotten leaves no usage behind. The tokens count towards
-// the spend of day (see SpendOn). A call whose id (not zero) was recorded
-// before adds nothing (see AddCallUsageOn). It reports whether it added or
-// found the call added: false when a forget covers the turns.
+// does, but to everyone's count of day alone when a forget of the user
+// (token) covers the turns (the newest of them is at stream position at):
+// a model call that was in flight while the user was forgotten leaves
+// nothing of the user behind, and its tokens, which the model server
+// spent, count in everyone's (UsageCall.Forgotten). The tokens count
+// towards the spend of day (see SpendOn). A call whose id (not zero) was
+// recorded before adds nothing (see AddCallUsageOn). It reports whether it
+// added or found the call added as the user's: false when a forget covers
+// the turns.
 func (s *Store) AddTurnUsage(ctx context.Context, token string, at StreamPosition, userID, model string, day time.Time, u TokenUsage, id CallID) (bool, error) {
 	added := false
 	err := s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
@@ -294,11 +297,12 @@ func (s *Store) AddTurnUsage(ctx context.Context, token string, at StreamPositio
 		if err != nil {
 			return err
 		}
+		forgotten := false
 		if t, ok := tombs[token]; ok && t.Covers(at) {
-			return nil
+			forgotten = true
 		}
-		added = true
-		return q.addUsage(ctx, day, userID, model, u, id)
+		added = !forgotten
+		return q.addUsages(ctx, day, model, []UsageCall{{ID: id, UserID: userID, Used: u, Forgotten: forgotten}})
 	})
 	return added, err
 }

@@ -50,7 +50,8 @@ func dailyTotal(day string) string {
 const usageShards = 16
 
 // addDailyUsage adds tokens[i] to users[i]'s and to everyone's count of
-// day (by the database's clock when zero). Everyone's count is spread over
+// day (by the database's clock when zero); to everyone's alone when
+// forgotten[i] (a forgotten user's: see UsageCall.Forgotten). Everyone's count is spread over
 // usageShards rows, a user's shard chosen by a hash of the user, because
 // every extraction job adds to it in its save transaction and holds the row
 // until it commits; readers sum the shards. The users' rows are written
@@ -59,7 +60,7 @@ const usageShards = 16
 // shard held the shard while it waited for the second user's row, which
 // a save of that user held while it waited for the shard (40P01,
 // TestAddUsageOfTwoUsersOfAShardBesideAnother).
-func (s *Store) addDailyUsage(ctx context.Context, day time.Time, users []string, tokens []int64) error {
+func (s *Store) addDailyUsage(ctx context.Context, day time.Time, users []string, tokens []int64, forgotten []bool) error {
 	var d any // NULL: today by the database's clock
 	if !day.IsZero() {
 		d = Day(day)
@@ -68,17 +69,19 @@ func (s *Store) addDailyUsage(ctx context.Context, day time.Time, users []string
 	// written before the first shard.
 	_, err := s.db.Exec(ctx, `
 		WITH w AS (
-			SELECT u, t FROM unnest($2::text[], $3::bigint[]) AS w(u, t) WHERE t > 0 AND u <> ''
+			SELECT u, t, f FROM unnest($2::text[], $3::bigint[], $5::bool[]) AS w(u, t, f) WHERE t > 0 AND u <> ''
 		), mine AS (
 			INSERT INTO llm_usage_daily AS d (day, user_id, tokens)
-			SELECT coalesce($1::date, (now() AT TIME ZONE 'UTC')::date), u, t FROM w ORDER BY u
+			SELECT coalesce($1::date, (now() AT TIME ZONE 'UTC')::date), u, t FROM w WHERE NOT f ORDER BY u
 			ON CONFLICT (day, user_id) DO UPDATE SET tokens = d.tokens + excluded.tokens
 			RETURNING day, user_id
 		)
 		INSERT INTO llm_usage_daily_shards AS s (day, shard, tokens)
-		SELECT m.day, hashtext(w.u) & ($4 - 1), sum(w.t) FROM mine m JOIN w ON w.u = m.user_id
+		SELECT coalesce($1::date, (now() AT TIME ZONE 'UTC')::date), hashtext(w.u) & ($4 - 1), sum(w.t)
+		FROM w LEFT JOIN mine m ON w.u = m.user_id AND NOT w.f
+		WHERE w.f OR m.user_id IS NOT NULL
 		GROUP BY 1, 2 ORDER BY 2
-		ON CONFLICT (day, shard) DO UPDATE SET tokens = s.tokens + excluded.tokens`, d, users, tokens, usageShards)
+		ON CONFLICT (day, shard) DO UPDATE SET tokens = s.tokens + excluded.tokens`, d, users, tokens, usageShards, forgotten)
 	if err != nil {
 		return fmt.Errorf("add daily usage: %w", err)
 	}

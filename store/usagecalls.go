@@ -58,12 +58,20 @@ type UsageCall struct {
 	ID     CallID
 	UserID string
 	Used   TokenUsage
+	// Forgotten is set for a call on turns a forget covers (one in
+	// flight while its user was forgotten): its tokens count in
+	// everyone's count of the day alone, which names no user (a forget
+	// keeps the user's share of it), and in none of the user's. UserID
+	// then only picks the shard of everyone's count (addDailyUsage), and
+	// is stored nowhere.
+	Forgotten bool
 }
 
 // AddCallUsageOn adds the tokens of model calls (of model) to their
 // users' usage, counted towards the spend of day (see SpendOn), but for
 // the calls whose ID was recorded before: each call's usage is added
-// once, in the transaction that records its ID. Run it inside InTx, after
+// once, in the transaction that records its ID. A Forgotten call's tokens
+// go to everyone's count of day alone. Run it inside InTx, after
 // LockUsers has said no forget covers the turns the tokens were spent on
 // (AddTurnUsage does both in a transaction of its own).
 func (s *Store) AddCallUsageOn(ctx context.Context, day time.Time, model string, calls []UsageCall) error {
@@ -95,9 +103,10 @@ func (s *Store) DeleteUsageCallsBefore(ctx context.Context, t time.Time) (int64,
 
 // addUsages adds the tokens of model calls, by user, but for those whose
 // ID was recorded before (recording the others'): each user's total of
-// the model, in user order, then the day's counts (addDailyUsage). The
-// ids are recorded in the statement that adds the totals, so that a save
-// runs as many statements as before they were.
+// the model, in user order, then the day's counts (addDailyUsage); a
+// Forgotten call's to everyone's count of the day alone. The ids are
+// recorded in the statement that adds the totals, so that a save runs as
+// many statements as before they were.
 func (s *Store) addUsages(ctx context.Context, day time.Time, model string, calls []UsageCall) error {
 	if len(calls) == 0 {
 		return nil
@@ -105,6 +114,7 @@ func (s *Store) addUsages(ctx context.Context, day time.Time, model string, call
 	ids := make([]pgtype.UUID, 0, len(calls))
 	users := make([]string, 0, len(calls))
 	prompt, completion, extractions := make([]int64, 0, len(calls)), make([]int64, 0, len(calls)), make([]int64, 0, len(calls))
+	forgotten := make([]bool, 0, len(calls))
 	seen := make(map[CallID]bool, len(calls))
 	for _, c := range calls {
 		if !c.ID.IsZero() {
@@ -115,43 +125,46 @@ func (s *Store) addUsages(ctx context.Context, day time.Time, model string, call
 		}
 		ids, users = append(ids, c.ID.uuid()), append(users, c.UserID)
 		prompt, completion, extractions = append(prompt, c.Used.PromptTokens), append(completion, c.Used.CompletionTokens), append(extractions, c.Used.Extractions)
+		forgotten = append(forgotten, c.Forgotten)
 	}
 	// The ids first, in key order; then the users' totals of the calls
 	// not recorded before, in user order (an unreferenced data-modifying
-	// WITH runs to completion after the query); the query returns what
-	// was added, for the day's counts.
+	// WITH runs to completion after the query), but for forgotten users';
+	// the query returns what was added, for the day's counts.
 	rows, err := s.db.Query(ctx, `
 		WITH c AS (
-			SELECT * FROM unnest($1::uuid[], $2::text[], $4::bigint[], $5::bigint[], $6::bigint[]) AS c(id, u, p, cp, e)
+			SELECT * FROM unnest($1::uuid[], $2::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bool[]) AS c(id, u, p, cp, e, f)
 		), recorded AS (
 			INSERT INTO llm_usage_calls (call_id) SELECT id FROM c WHERE id IS NOT NULL ORDER BY id
 			ON CONFLICT (call_id) DO NOTHING
 			RETURNING call_id
 		), w AS (
-			SELECT c.u, sum(c.p)::bigint AS p, sum(c.cp)::bigint AS cp, sum(c.e)::bigint AS e FROM c
+			SELECT c.u, c.f, sum(c.p)::bigint AS p, sum(c.cp)::bigint AS cp, sum(c.e)::bigint AS e FROM c
 			WHERE c.id IS NULL OR c.id IN (SELECT call_id FROM recorded)
-			GROUP BY c.u
+			GROUP BY c.u, c.f
 		), added AS (
 			INSERT INTO llm_usage (user_id, model, prompt_tokens, completion_tokens, extractions)
-			SELECT w.u, $3, w.p, w.cp, w.e FROM w ORDER BY w.u
+			SELECT w.u, $3, w.p, w.cp, w.e FROM w WHERE NOT w.f ORDER BY w.u
 			ON CONFLICT (user_id, model) DO UPDATE SET
 				prompt_tokens = llm_usage.prompt_tokens + excluded.prompt_tokens,
 				completion_tokens = llm_usage.completion_tokens + excluded.completion_tokens,
 				extractions = llm_usage.extractions + excluded.extractions
 		)
-		SELECT w.u, w.p + w.cp FROM w ORDER BY w.u`,
-		ids, users, model, prompt, completion, extractions)
+		SELECT w.u, w.f, w.p + w.cp FROM w ORDER BY w.u, w.f`,
+		ids, users, model, prompt, completion, extractions, forgotten)
 	if err != nil {
 		return fmt.Errorf("add usage: %w", err)
 	}
-	var added []string
-	var tokens []int64
 	var (
-		u string
-		n int64
+		added  []string
+		tokens []int64
+		gone   []bool
+		u      string
+		f      bool
+		n      int64
 	)
-	if _, err := pgx.ForEachRow(rows, []any{&u, &n}, func() error {
-		added, tokens = append(added, u), append(tokens, n)
+	if _, err := pgx.ForEachRow(rows, []any{&u, &f, &n}, func() error {
+		added, gone, tokens = append(added, u), append(gone, f), append(tokens, n)
 		return nil
 	}); err != nil {
 		return fmt.Errorf("add usage: %w", err)
@@ -159,5 +172,5 @@ func (s *Store) addUsages(ctx context.Context, day time.Time, model string, call
 	if len(added) == 0 {
 		return nil // every call recorded before
 	}
-	return s.addDailyUsage(ctx, day, added, tokens)
+	return s.addDailyUsage(ctx, day, added, tokens, gone)
 }

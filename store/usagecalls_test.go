@@ -85,3 +85,48 @@ func TestDeleteUsageCallsBefore(t *testing.T) {
 		t.Fatalf("alice's usage %+v, %v; want 3 calls' (the deleted id's counted again)", st.LLMUsage, err)
 	}
 }
+
+// TestForgottenUsersCallsCountInEveryones: the tokens of a call on turns a
+// forget covers (a call in flight while its user was forgotten, stored
+// after) count in everyone's count of the day, once, and in none of the
+// user's: a forget keeps the user's share of everyone's count, which names
+// no user, and their own spend starts again. Before, such a call counted
+// nowhere, though the model server spent its tokens.
+func TestForgottenUsersCallsCountInEveryones(t *testing.T) {
+	ctx, s := setup(t)
+	day := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	one := store.TokenUsage{PromptTokens: 10, CompletionTokens: 5, Extractions: 1}
+	if _, err := s.AddTurnUsage(ctx, "alice", store.StreamPosition{Seq: 1}, "alice", "m", day, one, store.NewCallID(time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.ForgetUser(ctx, "alice", "alice", store.StreamPosition{Seq: 2}); err != nil {
+		t.Fatal(err)
+	}
+	inFlight, saved := store.NewCallID(time.Now()), store.NewCallID(time.Now())
+	for range 2 { // the second time: recorded before, adds nothing
+		added, err := s.AddTurnUsage(ctx, "alice", store.StreamPosition{Seq: 2}, "alice", "m", day, one, inFlight)
+		if err != nil || added {
+			t.Fatalf("usage of a forgotten turn: added %v, %v; want false (not the user's)", added, err)
+		}
+		// As a save adds it, the forget found by its lock.
+		if err := s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+			return q.AddCallUsageOn(ctx, day, "m", []store.UsageCall{{ID: saved, UserID: "alice", Used: one, Forgotten: true}})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sp, err := s.SpendOn(ctx, day, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Stats(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp.User != 0 || len(st.LLMUsage) != 0 {
+		t.Errorf("alice's own count after her forget: %d tokens on the day, usage %+v; want none", sp.User, st.LLMUsage)
+	}
+	if sp.All != 3*15 {
+		t.Errorf("everyone's tokens on the day: %d; want the forgotten call's, the in-flight one's and the saved one's, once each (%d)", sp.All, 3*15)
+	}
+}

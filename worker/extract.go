@@ -726,15 +726,19 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 		lockTimeout = min(lockTimeout, time.Until(deadline)/2)
 	}
 	ctx, span := e.w.startSaveSpan(ctx, len(done))
-	var written struct{ facts, items int }
+	var (
+		written   struct{ facts, items int }
+		forgotten []store.UsageCall
+	)
 	err := e.w.cfg.Store.InTx(ctx, func(tx pgx.Tx, q *store.Store) error {
 		// The lock timeout first, then the users' locks before the turns'
 		// (a forget takes them in that order too), in one round trip; what
-		// a forget covers is not written, nor its usage.
+		// a forget covers is not written, and its usage is everyone's.
 		done, ids, calls, err := keepRemembered(ctx, q, lockTimeout, done, usage)
 		if err != nil {
 			return err
 		}
+		forgotten = slices.DeleteFunc(slices.Clone(calls), func(c store.UsageCall) bool { return !c.Forgotten })
 		if err := addUsage(ctx, q, usage.model, e.w.spendDay(), calls); err != nil {
 			return err
 		}
@@ -791,6 +795,7 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 	})
 	if err == nil {
 		usage.reset()
+		e.w.logForgottenUsage(forgotten)
 		if span.IsRecording() {
 			span.SetAttributes(attribute.Int("memoryd.facts.written", written.facts), attribute.Int("memoryd.context.written", written.items))
 		}

@@ -698,8 +698,10 @@ func dropForgottenOrBusy(ctx context.Context, q *store.Store, turns []store.Turn
 
 // keepRemembered is dropForgotten for extraction results and the usage of
 // the model calls that gave them (nil for none): it returns the results no
-// forget covers, their event ids, and the tokens spent on turns no forget
-// covers, each call on its own (with its id).
+// forget covers, their event ids, and the tokens of every call, each on
+// its own (with its id), those spent on turns a forget covers marked
+// Forgotten (counted in everyone's count alone: the model server spent
+// them).
 func keepRemembered(ctx context.Context, q *store.Store, lockTimeout time.Duration, done []extracted, usage *jobUsage) ([]extracted, []string, []store.UsageCall, error) {
 	turns := make([]store.Turn, 0, len(done)+usage.len())
 	for _, d := range done {
@@ -727,9 +729,7 @@ func keepRemembered(ctx context.Context, q *store.Store, lockTimeout time.Durati
 	var calls []store.UsageCall
 	if usage != nil {
 		for i, t := range usage.turns {
-			if kept[t.Key()] {
-				calls = append(calls, store.UsageCall{ID: usage.ids[i], UserID: t.UserID, Used: usage.used[i]})
-			}
+			calls = append(calls, store.UsageCall{ID: usage.ids[i], UserID: t.UserID, Used: usage.used[i], Forgotten: !kept[t.Key()]})
 		}
 	}
 	return out, ids, calls, nil

@@ -350,7 +350,9 @@ func (s *extractedSignal) Extracted(took time.Duration, turns int, outcome strin
 }
 
 // Tokens a model call spent while its user was being forgotten are not
-// recorded after the forget.
+// recorded as the user's after the forget, and count in everyone's count
+// of the day (which names no user), as the user's earlier calls' tokens
+// do. Before, they counted nowhere, though the model server spent them.
 func TestUsageOfModelCallInFlightDoesNotSurviveForget(t *testing.T) {
 	e := setup(t)
 	called, release := make(chan struct{}), make(chan struct{})
@@ -385,6 +387,17 @@ func TestUsageOfModelCallInFlightDoesNotSurviveForget(t *testing.T) {
 	}
 	if got := e.leftovers("dave"); got != "" {
 		t.Fatalf("after the model call returned Postgres holds of dave: %s", got)
+	}
+	// The fake's every reply is 10 prompt and 5 completion tokens.
+	var daily, everyone, calls int64
+	if err := e.store.Pool().QueryRow(e.ctx, `SELECT
+		(SELECT count(*) FROM llm_usage_daily WHERE user_id = 'dave'),
+		(SELECT coalesce(sum(tokens), 0) FROM llm_usage_daily_shards),
+		(SELECT count(*) FROM llm_usage_calls)`).Scan(&daily, &everyone, &calls); err != nil {
+		t.Fatal(err)
+	}
+	if n := int64(srv.Requests()); daily != 0 || everyone != 15*n || calls != 1 {
+		t.Fatalf("after %d requests: dave's daily counts %d, everyone's tokens %d, calls recorded %d; want 0, %d, 1", n, daily, everyone, calls, 15*n)
 	}
 }
 

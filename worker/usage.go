@@ -229,6 +229,8 @@ func (w *Worker) addCalls(ctx context.Context, calls []usageCall) (unstored map[
 		lost[user] = &loss{calls: 1, err: err}
 		users = append(users, user)
 	}
+	var forgotten []store.UsageCall
+	defer func() { w.logForgottenUsage(forgotten) }()
 	for i, c := range all {
 		if _, ok := lost[c.turn.UserID]; ok {
 			drop(i, nil)
@@ -237,9 +239,12 @@ func (w *Worker) addCalls(ctx context.Context, calls []usageCall) (unstored map[
 		// Bounded: a wait behind a forget or a dead connection must not
 		// hold the job past its timeout or its process's lease.
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterCancelTimeout)
-		_, err := w.cfg.Store.AddTurnUsage(uctx, events.UserToken(c.turn.UserID), c.at, c.turn.UserID, c.model, c.day, c.used, c.id)
+		added, err := w.cfg.Store.AddTurnUsage(uctx, events.UserToken(c.turn.UserID), c.at, c.turn.UserID, c.model, c.day, c.used, c.id)
 		cancel()
 		if err == nil {
+			if !added {
+				forgotten = append(forgotten, store.UsageCall{ID: c.id, Used: c.used, Forgotten: true})
+			}
 			continue
 		}
 		if dbUnreachable(err) {
@@ -259,4 +264,22 @@ func (w *Worker) addCalls(ctx context.Context, calls []usageCall) (unstored map[
 		w.logger.Warn("cannot record token usage", "user_id", user, "calls", lost[user].calls, "error", lost[user].err)
 	}
 	return unstored
+}
+
+// logForgottenUsage tells, at info, of the calls stored (calls, those of
+// them Forgotten) whose turns a forget covered: their tokens count in
+// everyone's count alone, none in the user's, whose own spend started
+// again. Only the numbers: the user is forgotten.
+func (w *Worker) logForgottenUsage(calls []store.UsageCall) {
+	var n int
+	var tokens int64
+	for _, c := range calls {
+		if c.Forgotten {
+			n++
+			tokens += c.Used.PromptTokens + c.Used.CompletionTokens
+		}
+	}
+	if n > 0 {
+		w.logger.Info("model calls on turns of a forgotten user: their tokens left out of the user's count, kept in everyone's", "calls", n, "tokens", tokens)
+	}
 }
