@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -73,7 +74,8 @@ func addUsage(ctx context.Context, q *store.Store, model string, day time.Time, 
 // done (the tokens were spent), bounded, with the calls earlier flushes
 // left to this process's usage backlog. Losing a count is better than
 // failing the job over it. The calls it meets the database out of reach
-// for go to the backlog, for the next flush (usageBacklog); after another
+// for go to the backlog, for the next flush (usageBacklog), and so do a
+// user's whose lock stays held past the bound (a forget); after another
 // error the user's other calls are dropped (they would wait and fail
 // alike), and another user's are still stored: in a legacy job holding
 // several users' turns, one user's lock wait (a forget) lost the others'
@@ -231,7 +233,25 @@ func (w *Worker) addCalls(ctx context.Context, calls []usageCall) (unstored map[
 	}
 	var forgotten []store.UsageCall
 	defer func() { w.logForgottenUsage(forgotten) }()
+	// later: the calls of users whose lock stayed held past the bound (a
+	// forget, or one waiting behind a long transaction), for the next
+	// flush; one wait a user a flush.
+	var later []usageCall
+	waiting := map[string]bool{}
+	defer func() {
+		if len(later) == 0 {
+			return
+		}
+		w.logger.Warn("cannot record token usage now: the user's lock is held (a forget); kept for the next try", "users", len(waiting), "calls", len(later))
+		if dropped := w.usageBacklog.put(later); dropped > 0 {
+			w.logger.Error("token usage backlog full: the oldest calls' tokens dropped unrecorded", "calls", dropped, "max_calls", maxUsageBacklog)
+		}
+	}()
 	for i, c := range all {
+		if waiting[c.turn.UserID] {
+			later = append(later, c)
+			continue
+		}
 		if _, ok := lost[c.turn.UserID]; ok {
 			drop(i, nil)
 			continue
@@ -257,6 +277,14 @@ func (w *Worker) addCalls(ctx context.Context, calls []usageCall) (unstored map[
 				w.logger.Error("token usage backlog full: the oldest calls' tokens dropped unrecorded", "calls", dropped, "max_calls", maxUsageBacklog)
 			}
 			break
+		}
+		if errors.Is(err, context.DeadlineExceeded) || store.IsLockWait(err) {
+			// Before, dropped: the calls counted nowhere, though the
+			// lock is passing (the forget's tombstone then sends their
+			// tokens to everyone's count alone).
+			waiting[c.turn.UserID] = true
+			later = append(later, c)
+			continue
 		}
 		drop(i, err)
 	}

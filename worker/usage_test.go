@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/memoryd/memoryd/events"
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/extractor"
 	"github.com/memoryd/memoryd/extractor/extractortest"
 	"github.com/memoryd/memoryd/worker"
@@ -171,4 +173,44 @@ func checkUsage(t *testing.T, e *env, calls, extractions int64) {
 		t.Fatalf("alice's usage = %+v, %d tokens today; want %d calls' %d prompt and %d completion tokens over %d extractions, each once",
 			alice.LLMUsage, alice.TokensToday, calls, 10*calls, 5*calls, extractions)
 	}
+}
+
+// TestUsageFlushedBehindALongLockWaitIsKept: the tokens of a run's calls
+// whose results are not stored (a turn's two invalid replies), flushed
+// while the user's lock is held past the flush's bound (as a forget waiting
+// behind a long transaction holds it), are kept for the next flush, here
+// the worker's stop, and stored once the lock is free. Before, the flush
+// gave up after 5 s and dropped them: the calls counted nowhere.
+func TestUsageFlushedBehindALongLockWaitIsKept(t *testing.T) {
+	e := setup(t)
+	called, held := make(chan struct{}), make(chan struct{})
+	llm := aliceModel(t, func(n int) *extractortest.Reply {
+		if n > 2 {
+			return nil
+		}
+		if n == 1 {
+			close(called)
+			<-held
+		}
+		r := extractortest.Content(`this is not an extraction`) // every 15 tokens
+		return &r
+	})
+	logs := new(eventstest.SyncBuffer)
+	stop := e.start(llm, func(c *worker.Config) {
+		c.MaxAttempts = 1
+		c.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	e.publish(events.Turn{ID: "t1", UserID: "alice", UserMessage: "My name is Alice."})
+	<-called
+	// alice's lock, held exclusively as a forget holds it.
+	lock := e.block(`SELECT pg_advisory_xact_lock(hashtextextended('memoryd.user.' || current_schema() || '.' || $1::text, 0))`, events.UserToken("alice"))
+	close(held)
+	e.waitFor("the flush behind the lock to give up", func() (bool, string) {
+		return strings.Contains(logs.String(), "token usage"), logs.String()
+	})
+	if err := lock.tx.Rollback(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	checkUsage(t, e, 2, 1)
 }
