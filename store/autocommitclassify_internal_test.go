@@ -1,6 +1,14 @@
 package store
 
-import "testing"
+import (
+	"io/fs"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/memoryd/memoryd/migrations"
+)
 
 // TestIsWriteFailsSafe: a statement run outside a transaction is taken
 // for a read only when it plainly is one; a write whose text hides it
@@ -22,6 +30,15 @@ func TestIsWriteFailsSafe(t *testing.T) {
 		{`SELECT 'insert into t' AS s, $$delete from t$$ AS d`, false},
 		{`SELECT pg_advisory_lock(hashtext('memoryd.migrate.' || current_schema()))`, false},
 		{`SHOW search_path`, false},
+		// Postgres's functions read (a list of the reads' own took these
+		// for writes, the enrich search's among them).
+		{recallSQL, false},
+		{`SELECT key FROM facts WHERE user_id = $1 ORDER BY key LIMIT NULLIF($2, -1)`, false},
+		{`SELECT md5(ch.text), get_byte(e.vector, 3) FROM doc_chunks ch, context_embeddings e`, false},
+		{`SELECT x.a FROM unnest($1::text[]) x(a)`, false},
+		{`SELECT memoryd_tsquery('english', $1)`, false},
+		{`SELECT setval('memory_change_seq', 1)`, true},
+		{`SELECT pg_catalog.setval('memory_change_seq', 1)`, true},
 
 		{`INSERT INTO turns (user_id, event_id) VALUES ($1, $2)`, true},
 		{`UPDATE turns SET status = 'pending' WHERE user_id = $1`, true},
@@ -45,6 +62,53 @@ func TestIsWriteFailsSafe(t *testing.T) {
 	} {
 		if got := isWrite(tt.sql); got != tt.write {
 			t.Errorf("isWrite(%q) = %v, want %v", tt.sql, got, tt.write)
+		}
+	}
+	// Every shape of the enrich and search statement, which runs outside
+	// a transaction under the request's budget.
+	for sh, sql := range recallStatements {
+		if isWrite(sql) {
+			t.Errorf("the recall statement of shape %+v is taken for a write", sh)
+		}
+	}
+}
+
+// TestMemorydReadsMatchTheMigrations: memorydReads lists exactly the
+// functions the migrations define (as last replaced) that are not
+// triggers and whose bodies write nothing, so that a read calling one is
+// a read, and one that writes is not listed.
+func TestMemorydReadsMatchTheMigrations(t *testing.T) {
+	t.Parallel()
+	names, err := fs.Glob(migrations.FS, "*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(names)
+	def := regexp.MustCompile(`(?is)FUNCTION\s+(memoryd_[a-z0-9_]+)\s*\([^)]*\)\s*RETURNS\s+(\w+)(.*?)\$(\w*)\$(.*?)\$(\w*)\$`)
+	writes := regexp.MustCompile(`(?i)\b(insert\s+into|update\s+\w+\s+set|delete\s+from|truncate)\b`)
+	reads := map[string]bool{}
+	for _, name := range names {
+		b, err := fs.ReadFile(migrations.FS, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range def.FindAllStringSubmatch(string(b), -1) {
+			fn, returns, body := strings.ToLower(m[1]), strings.ToLower(m[2]), m[5]
+			if returns == "trigger" {
+				delete(reads, fn)
+				continue
+			}
+			reads[fn] = !writes.MatchString(body)
+		}
+	}
+	for fn, read := range reads {
+		if read != memorydReads[fn] {
+			t.Errorf("%s: writes nothing %v in the migrations, listed in memorydReads %v", fn, read, memorydReads[fn])
+		}
+	}
+	for fn := range memorydReads {
+		if _, ok := reads[fn]; !ok {
+			t.Errorf("%s is in memorydReads but no migration defines it as a function that is not a trigger", fn)
 		}
 	}
 }
