@@ -386,3 +386,20 @@ func TestEmbedBackfillWithDimsUserByUser(t *testing.T) {
 		t.Errorf("backfill --user bob --dims 32 again: exit %d\nstdout:\n%s\nstderr:\n%s\nwant the new model's refusal kept, the item left out", code, out, errOut)
 	}
 }
+
+// TestEmbedBackfillTriesThePassingFailureOfItsTestTextAgain: a backfill
+// whose test text meets one 500 of a server that answers the next request
+// runs; before, it exited 1 saying the server did not embed it (a probe:
+// 2 of 12 backfills, each after one 500 or a connection closed).
+func TestEmbedBackfillTriesThePassingFailureOfItsTestTextAgain(t *testing.T) {
+	t.Parallel()
+	dbURL, s, srv, prefix, stream := embedSetup(t, store.ContextWrite{UserID: "alice", Question: "my canine companion", Answer: "Rex"})
+	srv.FailNext(1, http.StatusInternalServerError)
+	out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--embed-base-url", srv.URL, "--embed-model", "m1")
+	if code != 0 || strings.Contains(errOut, "did not embed a test text") {
+		t.Fatalf("backfill whose test text failed once: exit %d\nstdout:\n%s\nstderr:\n%s\nwant it tried again and the backfill run", code, out, errOut)
+	}
+	if n, err := s.CountEmbeddings(context.Background(), "alice", "m1"); err != nil || n.Embedded != 1 {
+		t.Errorf("alice's m1 vectors after the backfill: %+v (%v), want 1", n, err)
+	}
+}

@@ -171,7 +171,7 @@ func (a *App) probeEmbedder(ctx context.Context, emb interface {
 	Embed(ctx context.Context, texts []string) ([][]float32, error)
 	Model() string
 }, dims int, work bool) error {
-	v, err := emb.Embed(ctx, []string{"memoryd: the dimensions of this model's vectors"})
+	v, err := probeEmbed(ctx, emb)
 	switch {
 	case err != nil && dims > 0:
 		return fmt.Errorf("--dims %d not checked against the embeddings server, so not recorded: %w", dims, err)
@@ -203,6 +203,38 @@ func (a *App) probeEmbedder(ctx context.Context, emb interface {
 		return fmt.Errorf("--dims %d: the embeddings server's vectors have %d dimensions; nothing recorded (run with --dims %d)", dims, len(v[0]), len(v[0]))
 	}
 	return nil
+}
+
+// probeAttempts bounds the test text's tries, probeRetryWait apart: a
+// server's passing failure (a 5xx, a connection closed or refused) is
+// tried again, where one 500 or EOF of a server that answered the next
+// request failed the whole backfill (a probe: 2 of 12 runs). A refusal is
+// not tried again, nor a failure that took probeSlow or longer (a
+// timeout: the next would wait as long).
+const (
+	probeAttempts  = 3
+	probeRetryWait = time.Second
+	probeSlow      = 5 * time.Second
+)
+
+func probeEmbed(ctx context.Context, emb interface {
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+}) ([][]float32, error) {
+	for attempt := 1; ; attempt++ {
+		start := time.Now()
+		v, err := emb.Embed(ctx, []string{"memoryd: the dimensions of this model's vectors"})
+		if err == nil || attempt == probeAttempts || errors.Is(err, embedding.ErrPermanent) || embedding.IsMisconfigured(err) ||
+			time.Since(start) >= probeSlow || ctx.Err() != nil {
+			return v, err
+		}
+		t := time.NewTimer(probeRetryWait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return v, err
+		case <-t.C:
+		}
+	}
 }
 
 // EmbedBackfill enqueues embed jobs for every item (of o.User, or every
