@@ -106,8 +106,9 @@ func (s *Store) Migrate(ctx context.Context, fsys fs.FS, logger *slog.Logger) ([
 			if err == nil {
 				// As InTx: a COMMIT whose connection is lost is
 				// unconfirmed (run again, migrate applies it if it was
-				// not).
-				err = runTx(ctx, conn, func(tx pgx.Tx) error {
+				// not). Bounded by ctx alone, not InTx's CommitWait: a
+				// migration's COMMIT may take longer.
+				err = runTx(ctx, conn, 0, func(tx pgx.Tx) error {
 					if _, err := tx.Exec(ctx, f.sql); err != nil {
 						return err
 					}
