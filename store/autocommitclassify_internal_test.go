@@ -48,6 +48,13 @@ func TestIsWriteFailsSafe(t *testing.T) {
 		{"DELETE -- by id\nFROM context WHERE id = $1", true},
 		{`WITH d AS (DELETE FROM context WHERE user_id = $1 RETURNING id) SELECT count(*) FROM d`, true},
 		{`WITH x AS (SELECT 1 AS a) INSERT INTO t (a) SELECT a FROM x`, true},
+		// A comment's mark in quoted text, and a quote in a comment,
+		// are text: what follows is still read.
+		{`WITH a AS (SELECT '--' AS c), d AS (DELETE FROM t RETURNING 1) SELECT count(*) FROM d`, true},
+		{`WITH a AS (SELECT '/*' AS c), d AS (DELETE FROM t RETURNING 1) SELECT '*/' FROM d`, true},
+		{"SELECT 1 -- it's\n, x FROM (SELECT 1) d WHERE 'a' = 'a'", false},
+		{`SELECT "memoryd_forget_user"($1)`, true},
+		{`SELECT "user", c."key" FROM facts c`, false},
 		{`SELECT * INTO context_backup FROM context`, true},
 		{`SELECT memoryd_forget_user($1)`, true},
 		{`SELECT id FROM turns WHERE user_id = $1 FOR UPDATE`, true},
