@@ -72,6 +72,10 @@ func TestOperatorCommandsWhoseCommitWasCutSayWhatToDo(t *testing.T) {
 		},
 		args: []string{"embed", "--backfill", "--no-work", "--embed-model", "m1"},
 		want: "part of it may be done; re-running the backfill is safe", again: "to embed",
+	}, {
+		name: "migrate --set-prefix", on: "AFTER INSERT OR UPDATE ON deployment",
+		args: []string{"migrate", "--set-prefix"},
+		want: "the prefix may be recorded already; running migrate again is safe", again: "this database now serves prefix",
 	}} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
