@@ -78,9 +78,14 @@ func plainlyRead(sql string) bool {
 		case strings.HasPrefix(m, "--") || strings.HasPrefix(m, "/*"):
 			return " "
 		case strings.HasPrefix(m, `"`):
-			// A name: one called stays a call of a function not
-			// known ("memoryd_forget_user"(...)).
-			return "quoted"
+			// A name, kept as one ("memoryd_forget_user"(...) is the
+			// call it quotes), its other characters as "_".
+			return strings.Map(func(r rune) rune {
+				if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' {
+					return r
+				}
+				return '_'
+			}, m[1:len(m)-1])
 		}
 		return "''"
 	})
