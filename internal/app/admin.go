@@ -70,7 +70,7 @@ func (a *App) Replay(ctx context.Context, o ReplayOptions) (worker.ReplayProgres
 		// migrates it (before, it did both, and said nothing was written).
 		s, err = a.openExisting(ctx, "replay --dry-run", "a dry run does not create it; the replay would, and would extract every turn it reads")
 	} else {
-		s, err = a.openStore(ctx, true)
+		s, err = a.openStoreToWork(ctx)
 	}
 	if err == nil {
 		use := claimPrefix

@@ -141,6 +141,26 @@ func (a *App) Conn() (*nats.Conn, error) {
 // openStore opens the store once; migrate also applies the migrations
 // (once). Commands that only read or delete (forget, failed) do not
 // migrate, so that they never change a schema an older serve runs on.
+// openStoreToWork opens the store for a process that works on it (serve,
+// replay, embed): it applies the pending migrations, or, with
+// Config.NoMigrate, leaves the schema alone and refuses a database with
+// migrations pending (PendingMigrationsError).
+func (a *App) openStoreToWork(ctx context.Context) (*store.Store, error) {
+	s, err := a.openStore(ctx, !a.cfg.NoMigrate)
+	if err != nil || !a.cfg.NoMigrate {
+		return s, err
+	}
+	pending, err := s.PendingMigrations(ctx, migrations.FS)
+	if err != nil {
+		return nil, err
+	}
+	if !pending.Empty() {
+		files, _ := fs.Glob(migrations.FS, "*.sql")
+		return nil, &PendingMigrationsError{Pending: pending, Empty: len(pending.Memoryd) == len(files)}
+	}
+	return s, nil
+}
+
 func (a *App) openStore(ctx context.Context, migrate bool) (*store.Store, error) {
 	if a.store == nil {
 		cfg := a.cfg.Store
@@ -319,19 +339,9 @@ func (a *App) Start(ctx context.Context) (err error) {
 	if err := a.refuseNewDatabase(ctx, func() (jetstream.JetStream, error) { return js, nil }, false); err != nil {
 		return err
 	}
-	s, err := a.openStore(ctx, !a.cfg.NoMigrate)
+	s, err := a.openStoreToWork(ctx)
 	if err != nil {
 		return err
-	}
-	if a.cfg.NoMigrate {
-		pending, err := s.PendingMigrations(ctx, migrations.FS)
-		if err != nil {
-			return err
-		}
-		if !pending.Empty() {
-			files, _ := fs.Glob(migrations.FS, "*.sql")
-			return &PendingMigrationsError{Pending: pending, Empty: len(pending.Memoryd) == len(files)}
-		}
 	}
 	if err := a.checkDeployment(ctx, s, js, claimPrefixFresh); err != nil {
 		return err
@@ -1120,8 +1130,8 @@ func (a *App) Migrate(ctx context.Context) ([]int, error) {
 	return applied, nil
 }
 
-// PendingMigrationsError is Start refusing a database with migrations
-// pending when Config.NoMigrate is set.
+// PendingMigrationsError is Start, Replay or EmbedBackfill refusing a
+// database with migrations pending when Config.NoMigrate is set.
 type PendingMigrationsError struct {
 	Pending store.Pending
 	// Empty is set when every migration of memoryd's is pending: a
@@ -1132,7 +1142,7 @@ type PendingMigrationsError struct {
 func (e *PendingMigrationsError) Error() string {
 	if e.Empty && len(e.Pending.Memoryd) > 0 {
 		// Sixty names in one line say less than this (a first-start walk).
-		return fmt.Sprintf("the database holds no memoryd schema yet (all %d of memoryd's migrations, %s to %s, are pending); run memoryd migrate with this version first, or start serve without --migrate=false",
+		return fmt.Sprintf("the database holds no memoryd schema yet (all %d of memoryd's migrations, %s to %s, are pending); run memoryd migrate with this version first, or run without --migrate=false",
 			len(e.Pending.Memoryd), e.Pending.Memoryd[0], e.Pending.Memoryd[len(e.Pending.Memoryd)-1])
 	}
 	what := make([]string, 0, 2)
@@ -1142,7 +1152,7 @@ func (e *PendingMigrationsError) Error() string {
 	if n := len(e.Pending.Memoryd); n > 0 {
 		what = append(what, fmt.Sprintf("memoryd's %s", strings.Join(e.Pending.Memoryd, ", ")))
 	}
-	return fmt.Sprintf("the database has migrations pending: %s; run memoryd migrate with this version first (serve was told not to migrate: --migrate=false)", strings.Join(what, " and "))
+	return fmt.Sprintf("the database has migrations pending: %s; run memoryd migrate with this version first (this command was told not to migrate: --migrate=false)", strings.Join(what, " and "))
 }
 
 // clearPositionTimeout bounds the read of the turn stream's position a

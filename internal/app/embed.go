@@ -253,7 +253,7 @@ func (a *App) EmbedBackfill(ctx context.Context, o EmbedOptions) (int, error) {
 	}
 	var s *store.Store
 	if err == nil {
-		s, err = a.openStore(ctx, true)
+		s, err = a.openStoreToWork(ctx)
 	}
 	if err == nil && o.Work && a.worker == nil {
 		// Embed jobs alone: an extraction job run here would use this

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/memoryd/memoryd/embedding/embeddingtest"
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
@@ -286,4 +287,42 @@ func loggedRefusal(logs, endpoint string) bool {
 		}
 	}
 	return false
+}
+
+// replay and embed told not to migrate (--migrate=false, the setting a
+// rolling upgrade gives every process) refuse a database with migrations
+// pending and apply none, as serve does. Before, they migrated all the
+// same: an operator's walk ran `memoryd replay --migrate=false` against a
+// database of the previous release and found migration 073 applied.
+func TestReplayAndEmbedWithoutMigratingRefusePendingMigrations(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := embeddingtest.New(t)
+	a := startTestApp(t, nil)
+	publishAndWait(t, a, "alice", events.Turn{ID: "a1", UserID: "alice", UserMessage: "I live in Oslo", Timestamp: time.Now().UTC()})
+	for _, c := range []struct {
+		name string
+		run  func(*App) error
+	}{
+		{"replay", func(b *App) error { _, err := b.Replay(ctx, ReplayOptions{}); return err }},
+		{"embed", func(b *App) error { _, err := b.EmbedBackfill(ctx, EmbedOptions{}); return err }},
+	} {
+		cfg := a.cfg
+		unmigrated(t, &cfg)
+		cfg.NoMigrate = true
+		cfg.Embed.BaseURL, cfg.Embed.Model = srv.URL, "m1"
+		b, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.Stop(context.Background()) })
+		var pending *PendingMigrationsError
+		if err := c.run(b); !errors.As(err, &pending) {
+			t.Errorf("%s with --migrate=false on an unmigrated database: %v; want it refused, the pending migrations named", c.name, err)
+		}
+		if p, err := b.PendingMigrations(ctx); err != nil || len(p.Memoryd) == 0 {
+			t.Errorf("%s with --migrate=false: pending after it %+v, %v; want nothing applied", c.name, p, err)
+		}
+	}
 }
