@@ -29,7 +29,7 @@ func runReplay(ctx context.Context, a *cli, args []string) (err error) {
 		reset, dryRun, noWork bool
 		allowLoss             bool
 	)
-	f := newFlags("replay", fmt.Sprintf(`Usage: memoryd replay [--user U[,U...]] [--since RFC3339 | --from-seq N] [--reset [--allow-loss]] [--dry-run]
+	f := newFlags("replay", fmt.Sprintf(`Usage: memoryd replay [--user U[,U...]] [--since RFC3339|DURATION | --from-seq N] [--reset [--allow-loss]] [--dry-run]
 
 Rebuilds memory from the turn stream: every turn in scope goes through
 extraction again. Turns are read in windows of up to %[4]d (or %[5]d MiB of
@@ -60,7 +60,7 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 		app.ReplayJobSizeRules, app.ReplayJobSizeLLM, app.ReplayBatchSize)
 	f.ArgString(&users, "user", "", "comma-separated user ids to replay (default: all); an id holding a comma or edge spaces goes in --users-file")
 	f.ArgString(&usersFile, "users-file", "", "file of user ids to replay, one a line, exactly as written (with --user: both)")
-	f.ArgString(&since, "since", "", "replay turns stored since this time (RFC 3339)")
+	f.ArgString(&since, "since", "", "replay turns stored since this time (RFC 3339), or this long ago (a duration: 90m, 2h)")
 	f.ArgInt(&fromSeq, "from-seq", 0, "replay from this stream sequence")
 	f.ArgBool(&reset, "reset", false, "delete the users' extracted facts and context first (a full replay: not with --since or --from-seq)")
 	f.ArgBool(&allowLoss, "allow-loss", false, "with --reset: also delete memory extracted from turns whose events the stream no longer holds")
@@ -108,9 +108,15 @@ Output: progress (every few seconds) and logs are log lines on stderr, in the
 		}
 	}
 	if since != "" {
+		// A time, or how long ago: an operator replaying the last hours
+		// wrote "--since 5m" (a probe), which prune's durations suggest.
 		t, err := time.Parse(time.RFC3339Nano, since)
 		if err != nil {
-			return f.usageErr("--since %q is not RFC 3339", since)
+			d, derr := time.ParseDuration(since)
+			if derr != nil || d <= 0 {
+				return f.usageErr("--since %q is neither an RFC 3339 time nor a duration ago (90m, 2h)", since)
+			}
+			t = time.Now().Add(-d)
 		}
 		ro.Since = t
 	}

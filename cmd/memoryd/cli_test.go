@@ -157,7 +157,7 @@ func TestBadFlagPointsAtHelp(t *testing.T) {
 		{[]string{"stats", "--user"}, "memoryd stats: --user needs a value\nRun 'memoryd stats -h' for usage.\n"},
 		{[]string{"stats", "--user", "u", "--timeout", "soon"}, "memoryd stats: invalid value \"soon\" for --timeout: parse error\nRun 'memoryd stats -h' for usage.\n"},
 		{[]string{"replay", "--reset=maybe"}, "memoryd replay: invalid boolean value \"maybe\" for --reset: parse error\nRun 'memoryd replay -h' for usage.\n"},
-		{[]string{"replay", "--since", "yesterday"}, "memoryd replay: --since \"yesterday\" is not RFC 3339\nRun 'memoryd replay -h' for usage.\n"},
+		{[]string{"replay", "--since", "yesterday"}, "memoryd replay: --since \"yesterday\" is neither an RFC 3339 time nor a duration ago (90m, 2h)\nRun 'memoryd replay -h' for usage.\n"},
 		{[]string{"facts", "frobnicate", "--user", "u"}, "memoryd facts: unknown action \"frobnicate\": use list, get, set, clear or history\nRun 'memoryd facts -h' for usage.\n"},
 		// The arguments named as the usage names them (walk6: "takes 1
 		// argument(s), got 0" named no KEY).
@@ -461,6 +461,9 @@ func TestReplayOfNothingSaysWhy(t *testing.T) {
 		// stored since 2020, none of them is carol's.
 		{[]string{"--user", "carol", "--since", "2020-01-01T00:00:00Z"}, "nothing to replay: the stream (last sequence 3) holds no event of the user(s) named stored since 2020-01-01T00:00:00Z"},
 		{[]string{"--user", "carol", "--from-seq", "2"}, "nothing to replay: the stream (last sequence 3) holds no event of the user(s) named from sequence 2"},
+		// How long ago: the events were stored before the last
+		// microsecond, and within the last day (below).
+		{[]string{"--since", "1us"}, "nothing to replay: the stream (last sequence 3) holds no event stored since "},
 	} {
 		for _, mode := range []string{"--dry-run", "--no-work"} {
 			out, errOut, code := runArgs(context.Background(), append(append([]string{"replay", mode}, c.args...), common...)...)
@@ -472,6 +475,9 @@ func TestReplayOfNothingSaysWhy(t *testing.T) {
 	// One that reads events says nothing of the kind.
 	if out, errOut, code := runArgs(context.Background(), append([]string{"replay", "--dry-run"}, common...)...); code != 0 || strings.Contains(out, "nothing to replay") {
 		t.Errorf("replay --dry-run of 3 events: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if out, errOut, code := runArgs(context.Background(), append([]string{"replay", "--dry-run", "--since", "24h"}, common...)...); code != 0 || strings.Contains(out, "nothing to replay") {
+		t.Errorf("replay --dry-run --since 24h of 3 events stored just now: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
 
