@@ -297,12 +297,40 @@ func (s *Store) AddTurnUsage(ctx context.Context, token string, at StreamPositio
 		if err != nil {
 			return err
 		}
-		forgotten := false
-		if t, ok := tombs[token]; ok && t.Covers(at) {
-			forgotten = true
-		}
-		added = !forgotten
-		return q.addUsages(ctx, day, model, []UsageCall{{ID: id, UserID: userID, Used: u, Forgotten: forgotten}})
+		added, err = q.addTurnUsage(ctx, tombs, token, at, userID, model, day, u, id)
+		return err
 	})
 	return added, err
+}
+
+// TryAddTurnUsage is AddTurnUsage without a wait for the user's lock: when
+// a forget (or a reset) holds it, or waits for it, now, it adds nothing and
+// reports busy, for the caller to try again later (see TryLockUsers).
+func (s *Store) TryAddTurnUsage(ctx context.Context, token string, at StreamPosition, userID, model string, day time.Time, u TokenUsage, id CallID) (added, busy bool, err error) {
+	err = s.InTx(ctx, func(_ pgx.Tx, q *Store) error {
+		tombs, held, err := q.TryLockUsers(ctx, []string{token})
+		if err != nil {
+			return err
+		}
+		if len(held) > 0 {
+			busy = true
+			return nil
+		}
+		added, err = q.addTurnUsage(ctx, tombs, token, at, userID, model, day, u, id)
+		return err
+	})
+	if err != nil {
+		return false, false, err
+	}
+	return added, busy, nil
+}
+
+// addTurnUsage is AddTurnUsage's write, the user's lock held (tombs, the
+// tombstones read under it).
+func (s *Store) addTurnUsage(ctx context.Context, tombs map[string]Tombstone, token string, at StreamPosition, userID, model string, day time.Time, u TokenUsage, id CallID) (bool, error) {
+	forgotten := false
+	if t, ok := tombs[token]; ok && t.Covers(at) {
+		forgotten = true
+	}
+	return !forgotten, s.addUsages(ctx, day, model, []UsageCall{{ID: id, UserID: userID, Used: u, Forgotten: forgotten}})
 }

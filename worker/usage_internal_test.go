@@ -52,7 +52,7 @@ func TestUsageBacklogDrainsAFlushAtATime(t *testing.T) {
 	}
 	w.usageBacklog.put(calls)
 	own := usageCall{turn: store.TurnKey{UserID: "bob", EventID: "b"}, model: "m", day: day, used: store.TokenUsage{PromptTokens: 1}}
-	if unstored := w.addCalls(ctx, []usageCall{own}); len(unstored) != 0 {
+	if unstored := w.addCalls(ctx, []usageCall{own}, false); len(unstored) != 0 {
 		t.Fatalf("the flush's own call unstored: %v", unstored)
 	}
 	spent := func(user string) int64 {

@@ -214,3 +214,53 @@ func TestUsageFlushedBehindALongLockWaitIsKept(t *testing.T) {
 	stop()
 	checkUsage(t, e, 2, 1)
 }
+
+// TestUsageBacklogBehindAHeldLockHoldsUpNoOtherJob: while a user's lock
+// stays held (a forget waiting behind a long transaction), the calls of
+// theirs a flush kept for later do not make every other job's flush wait
+// for that lock again: another user's job ends without a second wait (no
+// second warning), and the calls are stored once the lock is free. Before,
+// each job's end waited up to 5 s on the held lock, then kept them again.
+func TestUsageBacklogBehindAHeldLockHoldsUpNoOtherJob(t *testing.T) {
+	e := setup(t)
+	called, held := make(chan struct{}), make(chan struct{})
+	llm := aliceModel(t, func(n int) *extractortest.Reply {
+		if n > 2 {
+			return nil // bob's turn: a valid extraction
+		}
+		if n == 1 {
+			close(called)
+			<-held
+		}
+		r := extractortest.Content(`this is not an extraction`) // every 15 tokens
+		return &r
+	})
+	logs := new(eventstest.SyncBuffer)
+	stop := e.start(llm, func(c *worker.Config) {
+		c.MaxAttempts = 1
+		c.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	e.publish(events.Turn{ID: "t1", UserID: "alice", UserMessage: "My name is Alice."})
+	<-called
+	lock := e.block(`SELECT pg_advisory_xact_lock(hashtextextended('memoryd.user.' || current_schema() || '.' || $1::text, 0))`, events.UserToken("alice"))
+	close(held)
+	const kept = "the user's lock is held"
+	e.waitFor("the flush behind the lock to keep alice's calls", func() (bool, string) {
+		return strings.Contains(logs.String(), kept), logs.String()
+	})
+	e.publish(events.Turn{ID: "b1", UserID: "bob", UserMessage: "My name is Bob."})
+	e.waitFor("bob's job to end", func() (bool, string) {
+		var ended, open int
+		err := e.store.Pool().QueryRow(e.ctx, `SELECT count(*) FILTER (WHERE state = 'completed'), count(*) FILTER (WHERE state NOT IN ('completed', 'discarded', 'cancelled'))
+			FROM river_job WHERE kind = $1`, worker.ExtractJobKind).Scan(&ended, &open)
+		return err == nil && ended == 1 && open == 0, fmt.Sprintf("%d completed, %d open, %v", ended, open, err)
+	})
+	if n := strings.Count(logs.String(), kept); n != 1 {
+		t.Errorf("%d warnings that alice's lock is held, after bob's job ended; want 1 (bob's flush not waiting for her lock):\n%s", n, logs.String())
+	}
+	if err := lock.tx.Rollback(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	checkUsage(t, e, 2, 1)
+}
