@@ -175,18 +175,16 @@ func checkUsage(t *testing.T, e *env, calls, extractions int64) {
 	}
 }
 
-// TestUsageFlushedBehindALongLockWaitIsKept: the tokens of a run's calls
-// whose results are not stored (a turn's two invalid replies), flushed
-// while the user's lock is held past the flush's bound (as a forget waiting
-// behind a long transaction holds it), are kept for the next flush, here
-// the worker's stop, and stored once the lock is free. Before, the flush
-// gave up after 5 s and dropped them: the calls counted nowhere.
-func TestUsageFlushedBehindALongLockWaitIsKept(t *testing.T) {
-	e := setup(t)
+// heldLockScene starts a worker whose model answers alice's turn twice
+// with no extraction (15 tokens each), the second answer only once alice's
+// lock is held exclusively, as a forget holds it; bob's turn gets a valid
+// extraction. It returns the worker's log, the held lock and the stop.
+func heldLockScene(t *testing.T, e *env) (logs *eventstest.SyncBuffer, lock *blocker, stop func()) {
+	t.Helper()
 	called, held := make(chan struct{}), make(chan struct{})
 	llm := aliceModel(t, func(n int) *extractortest.Reply {
 		if n > 2 {
-			return nil
+			return nil // bob's turn: a valid extraction
 		}
 		if n == 1 {
 			close(called)
@@ -195,16 +193,27 @@ func TestUsageFlushedBehindALongLockWaitIsKept(t *testing.T) {
 		r := extractortest.Content(`this is not an extraction`) // every 15 tokens
 		return &r
 	})
-	logs := new(eventstest.SyncBuffer)
-	stop := e.start(llm, func(c *worker.Config) {
+	logs = new(eventstest.SyncBuffer)
+	stop = e.start(llm, func(c *worker.Config) {
 		c.MaxAttempts = 1
 		c.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	})
 	e.publish(events.Turn{ID: "t1", UserID: "alice", UserMessage: "My name is Alice."})
 	<-called
-	// alice's lock, held exclusively as a forget holds it.
-	lock := e.block(`SELECT pg_advisory_xact_lock(hashtextextended('memoryd.user.' || current_schema() || '.' || $1::text, 0))`, events.UserToken("alice"))
+	lock = e.block(`SELECT pg_advisory_xact_lock(hashtextextended('memoryd.user.' || current_schema() || '.' || $1::text, 0))`, events.UserToken("alice"))
 	close(held)
+	return logs, lock, stop
+}
+
+// TestUsageFlushedBehindALongLockWaitIsKept: the tokens of a run's calls
+// whose results are not stored (a turn's two invalid replies), flushed
+// while the user's lock is held past the flush's bound (as a forget waiting
+// behind a long transaction holds it), are kept for the next flush, here
+// the worker's stop, and stored once the lock is free. Before, the flush
+// gave up after 5 s and dropped them: the calls counted nowhere.
+func TestUsageFlushedBehindALongLockWaitIsKept(t *testing.T) {
+	e := setup(t)
+	logs, lock, stop := heldLockScene(t, e)
 	e.waitFor("the flush behind the lock to give up", func() (bool, string) {
 		return strings.Contains(logs.String(), "token usage"), logs.String()
 	})
@@ -223,27 +232,7 @@ func TestUsageFlushedBehindALongLockWaitIsKept(t *testing.T) {
 // each job's end waited up to 5 s on the held lock, then kept them again.
 func TestUsageBacklogBehindAHeldLockHoldsUpNoOtherJob(t *testing.T) {
 	e := setup(t)
-	called, held := make(chan struct{}), make(chan struct{})
-	llm := aliceModel(t, func(n int) *extractortest.Reply {
-		if n > 2 {
-			return nil // bob's turn: a valid extraction
-		}
-		if n == 1 {
-			close(called)
-			<-held
-		}
-		r := extractortest.Content(`this is not an extraction`) // every 15 tokens
-		return &r
-	})
-	logs := new(eventstest.SyncBuffer)
-	stop := e.start(llm, func(c *worker.Config) {
-		c.MaxAttempts = 1
-		c.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	})
-	e.publish(events.Turn{ID: "t1", UserID: "alice", UserMessage: "My name is Alice."})
-	<-called
-	lock := e.block(`SELECT pg_advisory_xact_lock(hashtextextended('memoryd.user.' || current_schema() || '.' || $1::text, 0))`, events.UserToken("alice"))
-	close(held)
+	logs, lock, stop := heldLockScene(t, e)
 	const kept = "the user's lock is held"
 	e.waitFor("the flush behind the lock to keep alice's calls", func() (bool, string) {
 		return strings.Contains(logs.String(), kept), logs.String()
