@@ -655,8 +655,10 @@ func (e *extractWorker) splitBurst(ctx context.Context, job *river.Job[ExtractAr
 // and the next run asks the model again. unstored are the turns whose
 // calls' tokens flushUsage dropped, with the calls' ids: their results
 // keep the tokens and the id, to be stored with them (once: the save that
-// failed may have stored them, its COMMIT's connection lost); the others'
-// do not (stored, or in the usage backlog), or they would count twice.
+// failed may have stored them, its COMMIT's connection lost; a call kept
+// behind a held user lock is in the usage backlog too, and whichever
+// stores it second adds nothing, its id recorded); the others' do not
+// (stored, or in the backlog alone: the database out of reach).
 func (e *extractWorker) keepUnsaved(job int64, done []extracted, unstored map[store.TurnKey]store.CallID, err error) {
 	if !isWait(err) {
 		return

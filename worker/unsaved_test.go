@@ -42,7 +42,7 @@ func lockWaitKeepsTheExtraction(t *testing.T, conversation string) {
 		}
 		return nil
 	})
-	e.start(llm, func(c *worker.Config) {
+	stop := e.start(llm, func(c *worker.Config) {
 		c.MaxAttempts = 1
 		// The save gives the lock up after 100 ms, not the default 5 s:
 		// the test is about what a lock wait keeps, not how long it waits.
@@ -87,5 +87,14 @@ func lockWaitKeepsTheExtraction(t *testing.T, conversation string) {
 	defer mu.Unlock()
 	if u := alice.LLMUsage["fake"]; asked != 1 || u.PromptTokens != 10 || u.CompletionTokens != 5 || u.Extractions != 1 {
 		t.Fatalf("the model was asked %d times, alice's usage %+v; want one call, its 10 prompt and 5 completion tokens counted once", asked, alice.LLMUsage)
+	}
+	// The call also waited in the usage backlog, which the stop stores:
+	// its id recorded with the save, it adds nothing.
+	stop()
+	if alice, err = e.store.Stats(e.ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if u := alice.LLMUsage["fake"]; u.PromptTokens != 10 || u.CompletionTokens != 5 || u.Extractions != 1 {
+		t.Fatalf("after the stop stored the usage backlog, alice's usage %+v; want the one call's 10 prompt and 5 completion tokens counted once", alice.LLMUsage)
 	}
 }

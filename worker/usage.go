@@ -243,6 +243,20 @@ func (w *Worker) addCalls(ctx context.Context, calls []usageCall, wait bool) (un
 	var later []usageCall
 	quiet := 0
 	waiting := map[string]bool{}
+	// hold keeps all[i] for later; a call of this flush also goes with its
+	// result if the job keeps one for its next run (unstored), whose save
+	// then counts it as soon as the lock is free, not at a later job's end
+	// or the stop (TestLockWaitKeepsTheExtraction). Its id makes whichever
+	// stores it second add nothing.
+	hold := func(i int) {
+		later = append(later, all[i])
+		if i >= own {
+			if unstored == nil {
+				unstored = make(map[store.TurnKey]store.CallID)
+			}
+			unstored[all[i].turn] = all[i].id
+		}
+	}
 	defer func() {
 		if len(later) == 0 {
 			return
@@ -258,7 +272,7 @@ func (w *Worker) addCalls(ctx context.Context, calls []usageCall, wait bool) (un
 	}()
 	for i, c := range all {
 		if waiting[c.turn.UserID] {
-			later = append(later, c)
+			hold(i)
 			if i < own && !wait {
 				quiet++
 			}
@@ -283,7 +297,7 @@ func (w *Worker) addCalls(ctx context.Context, calls []usageCall, wait bool) (un
 		cancel()
 		if busy {
 			waiting[c.turn.UserID] = true
-			later = append(later, c)
+			hold(i)
 			quiet++
 			continue
 		}
@@ -309,7 +323,7 @@ func (w *Worker) addCalls(ctx context.Context, calls []usageCall, wait bool) (un
 			// lock is passing (the forget's tombstone then sends their
 			// tokens to everyone's count alone).
 			waiting[c.turn.UserID] = true
-			later = append(later, c)
+			hold(i)
 			continue
 		}
 		drop(i, err)
