@@ -138,9 +138,6 @@ func (a *App) Conn() (*nats.Conn, error) {
 	return a.connect()
 }
 
-// openStore opens the store once; migrate also applies the migrations
-// (once). Commands that only read or delete (forget, failed) do not
-// migrate, so that they never change a schema an older serve runs on.
 // openStoreToWork opens the store for a process that works on it (serve,
 // replay, embed): it applies the pending migrations, or, with
 // Config.NoMigrate, leaves the schema alone and refuses a database with
@@ -161,6 +158,9 @@ func (a *App) openStoreToWork(ctx context.Context) (*store.Store, error) {
 	return s, nil
 }
 
+// openStore opens the store once; migrate also applies the migrations
+// (once). Commands that only read or delete (forget, failed) do not
+// migrate, so that they never change a schema an older serve runs on.
 func (a *App) openStore(ctx context.Context, migrate bool) (*store.Store, error) {
 	if a.store == nil {
 		cfg := a.cfg.Store

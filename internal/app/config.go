@@ -49,10 +49,10 @@ type Config struct {
 	// worker, the enrich service and the admin operations. Defaults
 	// events.DefaultPrefix and events.DefaultStream.
 	Prefix, Stream string
-	// NoMigrate makes Start leave the schema as it is and refuse a database
-	// with migrations pending (serve --migrate=false: a rolling upgrade
-	// whose migrations an operator applies once, with memoryd migrate).
-	// Default false: Start applies them.
+	// NoMigrate makes Start, Replay and EmbedBackfill leave the schema as
+	// it is and refuse a database with migrations pending (--migrate=false:
+	// a rolling upgrade whose migrations an operator applies once, with
+	// memoryd migrate). Default false: they apply them.
 	NoMigrate bool
 	// Role is what Start runs: RoleAll, the default, everything; RoleEnrich
 	// or RoleIngest one side, so that enrich and extraction can be placed
