@@ -403,3 +403,22 @@ func TestEmbedBackfillTriesThePassingFailureOfItsTestTextAgain(t *testing.T) {
 		t.Errorf("alice's m1 vectors after the backfill: %+v (%v), want 1", n, err)
 	}
 }
+
+// TestEmbedBackfillDoesNotTryATimedOutTestTextAgain: the test text's
+// request that ran out its --embed-timeout is not tried again, however
+// short that timeout: the next would wait as long. Before, a timeout under
+// the probe's fixed 5 s was taken for a passing failure and sent three
+// times.
+func TestEmbedBackfillDoesNotTryATimedOutTestTextAgain(t *testing.T) {
+	t.Parallel()
+	dbURL, _, srv, prefix, stream := embedSetup(t, store.ContextWrite{UserID: "alice", Question: "my canine companion", Answer: "Rex"})
+	release := srv.HoldContaining("memoryd: the dimensions")
+	defer release()
+	out, errOut, code := runCmd(t, dbURL, prefix, stream, "embed", "--backfill", "--embed-base-url", srv.URL, "--embed-model", "m1", "--embed-timeout", "200ms")
+	if code == 0 {
+		t.Fatalf("backfill whose test text timed out: exit 0\nstdout:\n%s\nstderr:\n%s\nwant it refused", out, errOut)
+	}
+	if n := srv.Requests(); n != 1 {
+		t.Errorf("backfill whose test text timed out after --embed-timeout 200ms: %d requests, want 1\nstderr:\n%s", n, errOut)
+	}
+}

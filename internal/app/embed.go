@@ -209,8 +209,10 @@ func (a *App) probeEmbedder(ctx context.Context, emb interface {
 // server's passing failure (a 5xx, a connection closed or refused) is
 // tried again, where one 500 or EOF of a server that answered the next
 // request failed the whole backfill (a probe: 2 of 12 runs). A refusal is
-// not tried again, nor a failure that took probeSlow or longer (a
-// timeout: the next would wait as long).
+// not tried again, nor a failure that took probeSlow or the client's own
+// timeout (Timeout) or longer (a timeout: the next would wait as long;
+// under --embed-timeout 200ms, three were sent where probeSlow alone
+// counted).
 const (
 	probeAttempts  = 3
 	probeRetryWait = time.Second
@@ -220,11 +222,15 @@ const (
 func probeEmbed(ctx context.Context, emb interface {
 	Embed(ctx context.Context, texts []string) ([][]float32, error)
 }) ([][]float32, error) {
+	slow := probeSlow
+	if t, ok := emb.(interface{ Timeout() time.Duration }); ok && t.Timeout() < slow {
+		slow = t.Timeout()
+	}
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
 		v, err := emb.Embed(ctx, []string{"memoryd: the dimensions of this model's vectors"})
 		if err == nil || attempt == probeAttempts || errors.Is(err, embedding.ErrPermanent) || embedding.IsMisconfigured(err) ||
-			time.Since(start) >= probeSlow || ctx.Err() != nil {
+			time.Since(start) >= slow || ctx.Err() != nil {
 			return v, err
 		}
 		t := time.NewTimer(probeRetryWait)
