@@ -85,16 +85,24 @@ func TestChunkVectorsOfChunksCutAgainAreNotSaved(t *testing.T) {
 func TestCutAgainKeepsTheVectorsOfIdenticalChunks(t *testing.T) {
 	ctx, s := setup(t)
 	r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "app", Source: "app.md", Content: guide})
+	recutKeepsVectors(t, ctx, s, r, "a put of another chunking")
+}
+
+// recutKeepsVectors saves a vector of model m for each chunk of app.md (r),
+// puts its content again under chunking "1" (what), and checks that the put
+// cut it again into as many chunks, every one keeping its vector.
+func recutKeepsVectors(t *testing.T, ctx context.Context, s *store.Store, r store.PutResult, what string) {
+	t.Helper()
 	n := saveChunkVectors(t, ctx, s, r, "m")
 	if n < 2 {
 		t.Fatalf("%d vectors saved, want 2 or more", n)
 	}
 	again := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "app", Source: "app.md", Content: guide, Chunking: "1"})
 	if again.Unchanged || again.Chunks != int(n) {
-		t.Fatalf("a put of another chunking: %+v, want it cut again into the same %d chunks", again, n)
+		t.Fatalf("%s: %+v, want it cut again into the same %d chunks", what, again, n)
 	}
 	if ts := chunkTargets(t, ctx, s, again, "m"); len(ts) != 0 {
-		t.Errorf("after a re-cut into the same chunks, %d of %d chunks to embed again; want none", len(ts), n)
+		t.Errorf("after the re-cut (%s), %d of %d chunks to embed again; want none", what, len(ts), n)
 	}
 }
 
@@ -186,17 +194,7 @@ func TestPutDocumentCutsAgainWhatTheFirst072BuildLabelled(t *testing.T) {
 	if _, err := s.Pool().Exec(context.Background(), `UPDATE documents SET chunking = '1' WHERE doc_id = 'app'`); err != nil {
 		t.Fatal(err)
 	}
-	n := saveChunkVectors(t, ctx, s, r, "m")
-	if n < 2 {
-		t.Fatalf("%d vectors saved, want 2 or more", n)
-	}
-	again := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "app", Source: "app.md", Content: guide, Chunking: "1"})
-	if again.Unchanged || again.Chunks != int(n) {
-		t.Fatalf("a put of a document the first 072 build labelled: %+v, want it cut again into the same %d chunks", again, n)
-	}
-	if ts := chunkTargets(t, ctx, s, again, "m"); len(ts) != 0 {
-		t.Errorf("after the re-cut, %d of %d chunks to embed again; want none", len(ts), n)
-	}
+	recutKeepsVectors(t, ctx, s, r, "a put of a document the first 072 build labelled")
 	if r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "app", Source: "app.md", Content: guide, Chunking: "1"}); !r.Unchanged {
 		t.Errorf("the put after: %+v, want unchanged", r)
 	}
