@@ -40,18 +40,9 @@ func TestWriteToolTimedOutSaysItMayHaveBeenDone(t *testing.T) {
 	s := mustConnect(t, url, "alice-key")
 
 	ctx := context.Background()
-	tx, err := st.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, "LOCK TABLE facts IN EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
+	release := storetest.LockTable(t, st, "facts")
 	msg := toolError(t, s, "set_fact", map[string]any{"key": "location", "value": "Lisbon"})
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	eventstest.Eventually(t, "the timed-out set_fact to be done", 30*time.Second, func() (bool, string) {
 		f, err := client.GetFact(ctx, "alice", "location")
 		return err == nil && f.Value == "Lisbon", f.Value

@@ -8,6 +8,7 @@ import (
 
 	"github.com/memoryd/memoryd/events"
 	"github.com/memoryd/memoryd/events/eventstest"
+	"github.com/memoryd/memoryd/store/storetest"
 )
 
 // TestWriteCommandTimedOutSaysItMayHaveBeenDone: memoryd facts set whose
@@ -20,19 +21,10 @@ func TestWriteCommandTimedOutSaysItMayHaveBeenDone(t *testing.T) {
 	t.Parallel()
 	nc, prefix, st := startTestEnricher(t)
 	ctx := context.Background()
-	tx, err := st.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, "LOCK TABLE facts IN EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
+	release := storetest.LockTable(t, st, "facts")
 	_, errOut, code := runArgs(ctx, "facts", "set", "--user", "alice", "location", "Lisbon", "--timeout", "1s",
 		"--nats-url", eventstest.URL(), "--prefix", prefix, "--log-format", "json")
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	client := events.NewClient(nc, prefix)
 	eventstest.Eventually(t, "the timed-out facts set to be done", 30*time.Second, func() (bool, string) {
 		f, err := client.GetFact(ctx, "alice", "location")
@@ -52,19 +44,10 @@ func TestMemoryStoreTimedOutNamesTheReadThatShowsIt(t *testing.T) {
 	t.Parallel()
 	_, prefix, st := startTestEnricher(t)
 	ctx := context.Background()
-	tx, err := st.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, "LOCK TABLE context IN EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
+	release := storetest.LockTable(t, st, "context")
 	_, errOut, code := runArgs(ctx, "memory", "store", "--user", "alice", "home town", "Paris", "--timeout", "1s",
 		"--nats-url", eventstest.URL(), "--prefix", prefix, "--log-format", "json")
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	if code != 1 || !strings.Contains(errOut, "may have been made") || !strings.Contains(errOut, "memoryd memory list shows whether it was stored") {
 		t.Errorf("memory store timed out: exit %d, stderr %q; want exit 1 naming memory list as the read that shows it", code, errOut)
 	}
