@@ -2,11 +2,8 @@ package store_test
 
 import (
 	"context"
-	"io/fs"
 	"testing"
-	"testing/fstest"
 
-	"github.com/memoryd/memoryd/migrations"
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -16,18 +13,7 @@ import (
 // error wraps ErrCommitUnconfirmed, as InTx's, where it was the
 // connection's, read as a migration that failed.
 func TestMigrationCommitCutByALostConnectionIsUnconfirmed(t *testing.T) {
-	fsys := fstest.MapFS{"999_test_cut.sql": {Data: []byte(`CREATE TABLE test_cut_migrated (a int)`)}}
-	names, err := fs.Glob(migrations.FS, "*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range names {
-		data, err := fs.ReadFile(migrations.FS, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fsys[name] = &fstest.MapFile{Data: data}
-	}
+	fsys := withTestMigration(t, "999_test_cut.sql", `CREATE TABLE test_cut_migrated (a int)`)
 	runCommitCuts(t, commitCut{
 		what: "a migration",
 		hold: func(t *testing.T, ctx context.Context, s *store.Store) *heldCommits {

@@ -24,17 +24,7 @@ import (
 // applied. The COMMIT is held at a deferred trigger past CommitWait.
 func TestMigrationCommitOutlastingInTxsBoundIsApplied(t *testing.T) {
 	ctx, s := setup(t)
-	fsys := withTestMigration(t, "999_test_slow.sql", `CREATE TABLE test_slow_migrated (a int)`)
-	h := holdCommits(t, ctx, s, "AFTER INSERT ON memoryd_migrations")
-	res := make(chan error, 1)
-	go func() {
-		_, err := s.Migrate(ctx, fsys, nil)
-		res <- err
-	}()
-	eventstest.Eventually(t, "the migration's COMMIT to wait at the held trigger", 30*time.Second, func() (bool, string) {
-		n, err := h.waiters(ctx, s)
-		return err == nil && n == 1, fmt.Sprintf("%d waiting, %v", n, err)
-	})
+	h, res := migrateHeld(t, ctx, ctx, s, "999_test_slow.sql", `CREATE TABLE test_slow_migrated (a int)`)
 	// Held past the bound (a lower bound: a loaded machine holds it longer).
 	var got error
 	select {
@@ -62,10 +52,26 @@ func TestMigrationCommitOutlastingInTxsBoundIsApplied(t *testing.T) {
 // connection was lost.
 func TestMigrationCommitInterruptedIsUnconfirmed(t *testing.T) {
 	ctx, s := setup(t)
-	fsys := withTestMigration(t, "999_test_stopped.sql", `CREATE TABLE test_stopped_migrated (a int)`)
-	h := holdCommits(t, ctx, s, "AFTER INSERT ON memoryd_migrations")
 	mctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	h, res := migrateHeld(t, ctx, mctx, s, "999_test_stopped.sql", `CREATE TABLE test_stopped_migrated (a int)`)
+	cancel()
+	got := <-res
+	h.release(t, ctx)
+	h.ended(t, ctx, s)
+	if !errors.Is(got, store.ErrCommitUnconfirmed) || !strings.Contains(fmt.Sprint(got), "the commit was interrupted") {
+		t.Errorf("Migrate interrupted at its COMMIT returned %v; want ErrCommitUnconfirmed, saying the commit was interrupted", got)
+	}
+}
+
+// migrateHeld runs Migrate (with mctx) of memoryd's migrations and a test
+// migration name holding sql, whose COMMIT it holds at a deferred trigger,
+// and returns once the COMMIT waits there: the hold, and Migrate's result
+// to come.
+func migrateHeld(t *testing.T, ctx, mctx context.Context, s *store.Store, name, sql string) (*heldCommits, <-chan error) {
+	t.Helper()
+	fsys := withTestMigration(t, name, sql)
+	h := holdCommits(t, ctx, s, "AFTER INSERT ON memoryd_migrations")
 	res := make(chan error, 1)
 	go func() {
 		_, err := s.Migrate(mctx, fsys, nil)
@@ -75,13 +81,7 @@ func TestMigrationCommitInterruptedIsUnconfirmed(t *testing.T) {
 		n, err := h.waiters(ctx, s)
 		return err == nil && n == 1, fmt.Sprintf("%d waiting, %v", n, err)
 	})
-	cancel()
-	got := <-res
-	h.release(t, ctx)
-	h.ended(t, ctx, s)
-	if !errors.Is(got, store.ErrCommitUnconfirmed) || !strings.Contains(fmt.Sprint(got), "the commit was interrupted") {
-		t.Errorf("Migrate interrupted at its COMMIT returned %v; want ErrCommitUnconfirmed, saying the commit was interrupted", got)
-	}
+	return h, res
 }
 
 // withTestMigration is memoryd's migrations and name, holding sql.
