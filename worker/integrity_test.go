@@ -116,31 +116,45 @@ func TestOptedOutTurnIsErasedFromTheStream(t *testing.T) {
 	}
 }
 
-// outcomes records the worker's extraction outcomes.
+// outcomes records the worker's extraction outcomes: the jobs (n) and the
+// turns they reported, by outcome.
 type outcomes struct {
-	mu sync.Mutex
-	n  map[string]int
+	mu    sync.Mutex
+	n     map[string]int
+	turns map[string]int
 }
 
 func (o *outcomes) TurnRejected(string)     {}
 func (o *outcomes) Pruned(int64)            {}
 func (o *outcomes) Redacted(string, string) {}
-func (o *outcomes) Extracted(_ time.Duration, _ int, outcome string) {
+func (o *outcomes) Extracted(_ time.Duration, turns int, outcome string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.n[outcome]++
+	if o.turns == nil {
+		o.turns = map[string]int{}
+	}
+	o.turns[outcome] += turns
 }
 
 func (o *outcomes) String() string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return fmt.Sprint(o.n)
+	return fmt.Sprintf("jobs %v, turns %v", o.n, o.turns)
 }
 
+// get is the jobs that reported outcome.
 func (o *outcomes) get(outcome string) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.n[outcome]
+}
+
+// turnsOf is the turns reported with outcome.
+func (o *outcomes) turnsOf(outcome string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.turns[outcome]
 }
 
 // TestLockWaitIsSnoozedNotFailed: while another transaction holds the row

@@ -37,10 +37,10 @@ func TestFailureAfterALapsedClaimLeavesTheNewClaim(t *testing.T) {
 // scene, A's failure final when final is, to x, y and z processed, and
 // returns who asked the model for x (A, B, C) and the turns the metrics
 // counted by outcome.
-func lapsedClaimScene(t *testing.T, final bool) (asked []string, counted *turnOutcomes) {
+func lapsedClaimScene(t *testing.T, final bool) (asked []string, counted *outcomes) {
 	t.Helper()
 	e := setup(t)
-	counted = &turnOutcomes{n: map[string]int{}}
+	counted = &outcomes{n: map[string]int{}}
 	const retried, second, third = "I live in Reykjavik.", "I have a dog.", "I have a cat."
 	srv := extractortest.NewServer(t)
 	aSent, bSent := make(chan struct{}), make(chan struct{})
