@@ -106,6 +106,12 @@ type cvVariant struct {
 	// questions: a change that one set gains and the other loses is not
 	// taken, however much the mean of the two rises.
 	noSetWorse bool
+	// oneSE keeps the defaults (or the earliest params of the grid) unless
+	// a later entry gains more than one standard error over them on the
+	// training questions: a fold chooses the first entry whose objective is
+	// within one standard error of the best's (cvOneSE), so that a gain
+	// the training questions cannot tell from noise changes nothing.
+	oneSE bool
 	// times, when set, is the grid instead of grid's constants: grid
 	// holds one (default) Params per entry, and each ranks the ranged
 	// questions as times[i] says (cvTimeRanks; the first is enrich's).
@@ -215,9 +221,15 @@ func cvVariants() []cvVariant {
 	// The same grids again, choosing only what no set finds worse on the
 	// training folds.
 	vs = append(vs, cvTimeVariants()...)
-	for _, v := range vs[1:] {
+	n := len(vs)
+	for _, v := range vs[1:n] {
 		v.name += ", no set worse"
 		v.noSetWorse = true
+		vs = append(vs, v)
+	}
+	for _, v := range vs[1:n] {
+		v.name += ", one SE"
+		v.oneSE = true
 		vs = append(vs, v)
 	}
 	return vs
@@ -662,6 +674,60 @@ func cvObjective(ranks []int8, train [][]int) float64 {
 	return sum / float64(max(n, 1))
 }
 
+// cvOneSE returns the first grid index whose objective on the training
+// questions is within one standard error of best's: the standard error of
+// the paired difference of the two (each question's R@1 + R@5 under best
+// minus under the other), taken over the sets as cvObjective weighs them.
+func cvOneSE(ranks [][]int8, best int, train [][]int) int {
+	score := func(r int8) float64 {
+		s := 0.0
+		if r > 0 && r <= 1 {
+			s++
+		}
+		if r > 0 && r <= 5 {
+			s++
+		}
+		return s
+	}
+	for gi := range ranks {
+		if gi == best {
+			return gi
+		}
+		diff, variance, sets := 0.0, 0.0, 0
+		for _, sel := range train {
+			if len(sel) == 0 {
+				continue
+			}
+			sets++
+			ds := make([]float64, len(sel))
+			for k, i := range sel {
+				ds[k] = score(ranks[best][i]) - score(ranks[gi][i])
+			}
+			mean := 0.0
+			for _, d := range ds {
+				mean += d
+			}
+			mean /= float64(len(ds))
+			diff += mean
+			if len(ds) > 1 {
+				ss := 0.0
+				for _, d := range ds {
+					ss += (d - mean) * (d - mean)
+				}
+				variance += ss / float64(len(ds)-1) / float64(len(ds))
+			}
+		}
+		if sets == 0 {
+			return gi
+		}
+		diff /= float64(sets)
+		if se := math.Sqrt(variance) / float64(sets); diff <= se+1e-12 {
+			return gi
+		}
+	}
+	return best
+}
+
 // cvSetObjective is R@1 + R@5 of one set's selected questions.
 func cvSetObjective(ranks []int8, sel []int) float64 {
 	return cvRecall(ranks, sel, 1) + cvRecall(ranks, sel, 5)
@@ -762,6 +828,9 @@ func crossValidate(qs []cvQuestion, nsets int, variants []cvVariant, progress fu
 				if o := cvObjective(ranks[gi], train); o > bo+1e-12 {
 					b, bo = gi, o
 				}
+			}
+			if v.oneSE {
+				return cvOneSE(ranks, b, train)
 			}
 			return b
 		}

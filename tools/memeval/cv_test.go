@@ -220,28 +220,33 @@ func TestAdjacentCount(t *testing.T) {
 	}
 }
 
+// answerOrQuestion is a question of set and fold (in every repeat) with
+// two candidates holding its one word, one in its question half and one in
+// its answer half: the evidence is the answer's with evidenceInAnswer. The
+// defaults rank the question's first; an answer weight of 3 the answer's.
+func answerOrQuestion(set, fold int, evidenceInAnswer bool) cvQuestion {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	inAnswer := ranking.Doc{ID: 1, CreatedAt: at, QuestionLen: 3, AnswerLen: 5, Terms: []ranking.TermCount{{Present: true, Answer: 1}}}
+	inQuestion := ranking.Doc{ID: 2, CreatedAt: at, QuestionLen: 3, AnswerLen: 5, Terms: []ranking.TermCount{{Present: true, Question: 1}}}
+	ev := "q"
+	if evidenceInAnswer {
+		ev = "a"
+	}
+	return cvQuestion{set: set, folds: slices.Repeat([]int{fold}, cvRepeats), coll: ranking.Collection{Items: 10, AvgQuestionLen: 3, AvgAnswerLen: 5},
+		docs: []ranking.Doc{inAnswer, inQuestion}, events: []string{"a", "q"}, at: at, evidence: map[string]bool{ev: true}}
+}
+
 // TestNoSetWorse checks the guarded choice: a change that gains one set
 // much and costs the other a little is chosen on the mean, and not when no
 // set may be worse.
 func TestNoSetWorse(t *testing.T) {
-	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	question := func(set, fold int, evidenceInAnswer bool) cvQuestion {
-		inAnswer := ranking.Doc{ID: 1, CreatedAt: at, QuestionLen: 3, AnswerLen: 5, Terms: []ranking.TermCount{{Present: true, Answer: 1}}}
-		inQuestion := ranking.Doc{ID: 2, CreatedAt: at, QuestionLen: 3, AnswerLen: 5, Terms: []ranking.TermCount{{Present: true, Question: 1}}}
-		ev := "q"
-		if evidenceInAnswer {
-			ev = "a"
-		}
-		return cvQuestion{set: set, folds: slices.Repeat([]int{fold}, cvRepeats), coll: ranking.Collection{Items: 10, AvgQuestionLen: 3, AvgAnswerLen: 5},
-			docs: []ranking.Doc{inAnswer, inQuestion}, events: []string{"a", "q"}, at: at, evidence: map[string]bool{ev: true}}
-	}
 	var qs []cvQuestion
 	for f := range cvFolds {
 		// Set 0: every question's evidence is in the answer (a high answer
 		// weight gains R@1 1.0); set 1: one question in ten (it loses 0.8).
-		qs = append(qs, question(0, f, true))
+		qs = append(qs, answerOrQuestion(0, f, true))
 		for i := range 10 {
-			qs = append(qs, question(1, f, i == 0))
+			qs = append(qs, answerOrQuestion(1, f, i == 0))
 		}
 	}
 	def := ranking.DefaultParams()
@@ -431,5 +436,67 @@ func TestRangedDF(t *testing.T) {
 	qs[0].df = nil
 	if got := cvRanks(qs, ranking.DefaultParams(), stemNone)[0]; got != 2 {
 		t.Errorf("with the range's frequencies: evidence at rank %d, want 2 (the newer candidate first)", got)
+	}
+}
+
+// TestOneSE checks the one-standard-error choice: a gain of every training
+// question is taken, a net gain of one question (two won, one lost) among
+// many unchanged is not, where the plain choice takes both.
+func TestOneSE(t *testing.T) {
+	def := ranking.DefaultParams()
+	high := def
+	high.AnswerWeight = 3
+	unchanged := func(set, fold int) cvQuestion { // one candidate: first whatever the weight
+		q := answerOrQuestion(set, fold, false)
+		q.docs, q.events = q.docs[1:], q.events[1:]
+		return q
+	}
+	tests := []struct {
+		name      string
+		questions func(fold int) []cvQuestion
+		plain     []ranking.Params // chosen on folds 0..4 of repeat 0
+		oneSE     []ranking.Params
+	}{
+		{
+			name: "every question gains",
+			questions: func(f int) []cvQuestion {
+				return []cvQuestion{answerOrQuestion(0, f, true), answerOrQuestion(0, f, true), answerOrQuestion(1, f, true)}
+			},
+			plain: []ranking.Params{high, high, high, high, high},
+			oneSE: []ranking.Params{high, high, high, high, high},
+		},
+		{
+			name: "two won, one lost, in fold 0 only",
+			questions: func(f int) []cvQuestion {
+				var qs []cvQuestion
+				if f == 0 {
+					qs = append(qs, answerOrQuestion(0, f, true), answerOrQuestion(0, f, true), answerOrQuestion(0, f, false))
+				}
+				for range 20 {
+					qs = append(qs, unchanged(0, f), unchanged(1, f))
+				}
+				return qs
+			},
+			plain: []ranking.Params{def, high, high, high, high},
+			oneSE: []ranking.Params{def, def, def, def, def},
+		},
+	}
+	for _, tt := range tests {
+		var qs []cvQuestion
+		for f := range cvFolds {
+			qs = append(qs, tt.questions(f)...)
+		}
+		for _, oneSE := range []bool{false, true} {
+			want := tt.plain
+			if oneSE {
+				want = tt.oneSE
+			}
+			res := crossValidate(qs, 2, []cvVariant{{name: "answer weight", grid: []ranking.Params{def, high}, forms: stemNone, oneSE: oneSE}}, func(string, ...any) {})
+			for f := range cvFolds {
+				if got := res[0].folds[0][f].chosen; got != want[f] {
+					t.Errorf("%s, one SE %v: fold %d chose %s, want %s", tt.name, oneSE, f, paramsDiff(got), paramsDiff(want[f]))
+				}
+			}
+		}
 	}
 }
