@@ -41,7 +41,7 @@ func (o *serveOptions) register(f *flags) {
 	w, l := &o.app.Worker, &o.app.LLM
 	o.conn.register(f)
 	f.Bool(&o.app.Store.CreateDatabase, "create-database", def.Store.CreateDatabase, "create the Postgres database when it does not exist")
-	f.Bool(&o.migrate, "migrate", !def.NoMigrate, "apply the database migrations at start; false: leave the schema alone and refuse to start while a migration is pending (a rolling upgrade whose migrations memoryd migrate applies once)")
+	f.Bool(&o.migrate, "migrate", !def.NoMigrate, "apply the database migrations at start; false: leave the schema alone and refuse to run while a migration is pending (a rolling upgrade whose migrations memoryd migrate applies once)")
 	f.Int(&w.Workers, "workers", def.Worker.Workers, "extraction jobs run at once by this process")
 	f.Duration(&w.FetchCooldown, "fetch-cooldown", def.Worker.FetchCooldown, "shortest time between two fetches of extraction jobs: extraction runs at most --workers × job size turns per cooldown; lower it for a fast model")
 	f.Int(&w.BatchSize, "batch-size", def.Worker.BatchSize, "most turn events recorded in one transaction")
