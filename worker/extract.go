@@ -202,12 +202,9 @@ func (e *extractWorker) extractClaimed(ctx context.Context, job *river.Job[Extra
 	if a.UserID == "" || !burstable || (source != sourceRetry && source != sourceReconcile && source != sourceTakeOver) {
 		return e.extractEach(ctx, job, ex, over, turns, a.EventIDs, known)
 	}
-	lockTimeout := e.w.cfg.LockTimeout
-	if deadline, ok := ctx.Deadline(); ok {
-		lockTimeout = min(lockTimeout, time.Until(deadline)/2)
-	}
+	lockTimeout := e.w.jobLockTimeout(ctx)
 	held, err := e.w.cfg.Store.ClaimTurns(ctx, store.Claim{JobID: job.ID, UserID: a.UserID, Own: unprocessed(turns),
-		TTL: e.w.cfg.JobTimeout, LockTimeout: max(lockTimeout, time.Millisecond)})
+		TTL: e.w.cfg.JobTimeout, LockTimeout: lockTimeout})
 	if err != nil {
 		return e.fail(ctx, job.JobRow, a.UserID, a.EventIDs, err)
 	}
@@ -452,16 +449,13 @@ func (e *extractWorker) workBurst(ctx context.Context, job *river.Job[ExtractArg
 	s := e.w.cfg.Store
 	a := job.Args
 	info := ex.Info()
-	lockTimeout := e.w.cfg.LockTimeout
-	if deadline, ok := ctx.Deadline(); ok {
-		lockTimeout = min(lockTimeout, time.Until(deadline)/2)
-	}
+	lockTimeout := e.w.jobLockTimeout(ctx)
 	// A job sending its burst's turns one a request claims its own turns
 	// alone: it handed the others over (split), and the conversation's
 	// later turns are their own jobs' burst.
 	split := metaTrue(job.Metadata, metaBurstSplit)
 	burst, err := s.ClaimConversationTurns(ctx, store.Claim{JobID: job.ID, UserID: a.UserID, ConversationID: a.ConversationID,
-		Own: a.EventIDs, OnlyOwn: split, Limit: extractor.MaxBatchTurns, TTL: e.w.cfg.JobTimeout, LockTimeout: max(lockTimeout, time.Millisecond)})
+		Own: a.EventIDs, OnlyOwn: split, Limit: extractor.MaxBatchTurns, TTL: e.w.cfg.JobTimeout, LockTimeout: lockTimeout})
 	if err != nil {
 		return e.fail(ctx, job.JobRow, a.UserID, a.EventIDs, err)
 	}
@@ -683,6 +677,20 @@ func (e *extractWorker) keepUnsaved(job int64, done []extracted, unstored map[st
 // the job: a lock wait or the database out of reach.
 func isWait(err error) bool { return store.IsLockWait(err) || dbUnreachable(err) }
 
+// jobLockTimeout is how long a job's write transaction may wait for a lock
+// (the lock_timeout of its claim, its save, its over-cap re-extraction):
+// Config.LockTimeout, kept under half of the time ctx's deadline (the
+// job's timeout) leaves, so that a wait ends as a lock timeout, which is
+// retried, rather than as the job's own timeout, which costs an attempt.
+// At least a millisecond: a lock_timeout of 0 would be no bound at all.
+func (w *Worker) jobLockTimeout(ctx context.Context) time.Duration {
+	d := w.cfg.LockTimeout
+	if deadline, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(deadline)/2)
+	}
+	return max(d, time.Millisecond)
+}
+
 // release ends the job's claim on a burst it did not store, also when ctx
 // is cancelled (shutdown), bounded. If it fails the claim expires after
 // JobTimeout, and a run of the same job takes it back before.
@@ -722,11 +730,8 @@ func (e *extractWorker) save(ctx context.Context, done []extracted, prov store.P
 		}
 	}
 	// A lock wait ends well before the job's deadline, as a lock timeout
-	// that outcome snoozes without spending an attempt.
-	lockTimeout := e.w.cfg.LockTimeout
-	if deadline, ok := ctx.Deadline(); ok {
-		lockTimeout = min(lockTimeout, time.Until(deadline)/2)
-	}
+	// that outcome snoozes without spending an attempt (jobLockTimeout).
+	lockTimeout := e.w.jobLockTimeout(ctx)
 	ctx, span := e.w.startSaveSpan(ctx, len(done))
 	var (
 		written   struct{ facts, items int }

@@ -138,7 +138,7 @@ func (e *extractWorker) workOverCap(ctx context.Context, job *river.Job[ExtractA
 		known.apply(res)
 	}
 	return s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
-		done, ids, _, err := keepRemembered(ctx, q, w.cfg.LockTimeout, done, nil)
+		done, ids, _, err := keepRemembered(ctx, q, w.jobLockTimeout(ctx), done, nil)
 		if err != nil || len(done) == 0 {
 			return err
 		}

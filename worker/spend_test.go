@@ -288,3 +288,72 @@ func TestSpendCapBurst(t *testing.T) {
 		t.Fatalf("turns waiting for the model = %v, want %v", later, ids)
 	}
 }
+
+// TestOverCapLockWaitEndsWithinTheJobsTime: the re-extraction after a
+// cap's reset waits for the user's lock (held as a forget holds it) no
+// longer than the save does: under half of the job's remaining time, so
+// that the wait ends as a lock timeout, not as the job's own timeout.
+// Before, it waited the whole LockTimeout (here an hour), and the job ran
+// out of its JobTimeout waiting. (The flush of the call's tokens before
+// it gives up on the lock after afterCancelTimeout, 5 s: the JobTimeout
+// leaves room for it.)
+func TestOverCapLockWaitEndsWithinTheJobsTime(t *testing.T) {
+	e := setup(t)
+	srv, _ := spendModel(t)
+	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake", Timeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	day1 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	clock := newTestClock(day1)
+	e.start(llm, func(c *worker.Config) {
+		c.DailyTokensPerUser = 15 // one model call
+		c.Now = clock.Now
+		c.JobTimeout = 10 * time.Second
+		c.LockTimeout = time.Hour
+	})
+	e.processOne(events.Turn{ID: "a1", UserID: "alice", UserMessage: "I live in Paris.", Timestamp: t0}, 1)
+	e.processOne(events.Turn{ID: "a2", UserID: "alice", UserMessage: "I live in Berlin.", Timestamp: t0.Add(time.Minute)}, 2)
+	jobs := e.overCapJobs()
+	if len(jobs) != 1 {
+		t.Fatalf("over-cap jobs = %+v, want one (a2's)", jobs)
+	}
+
+	lock := e.block(`SELECT pg_advisory_xact_lock(hashtextextended('memoryd.user.' || current_schema() || '.' || $1::text, 0))`, events.UserToken("alice"))
+	clock.set(day1.Add(14*time.Hour + time.Second))
+	client, err := river.NewClient(riverpgxv5.New(e.store.Pool()), &river.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.JobRetry(e.ctx, jobs[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	var first string
+	e.waitFor("the over-cap job's run behind the lock to end", func() (bool, string) {
+		j, err := client.JobGet(e.ctx, jobs[0].ID)
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(j.Errors) > 0 {
+			first = j.Errors[0].Error
+		}
+		return len(j.Errors) > 0, fmt.Sprintf("%s, errors %+v", j.State, j.Errors)
+	})
+	if !strings.Contains(first, "lock timeout") {
+		t.Fatalf("the over-cap job's run behind the user's lock ended with %q; want a lock timeout, within the job's time", first)
+	}
+
+	if err := lock.tx.Rollback(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("the over-cap job completed", func() (bool, string) {
+		j, err := client.JobGet(e.ctx, jobs[0].ID)
+		if err != nil {
+			return false, err.Error()
+		}
+		return j.State == rivertype.JobStateCompleted, string(j.State)
+	})
+	if fact, items := e.provenance("alice", "location", "a2"); fact != "llm:Berlin" || !slices.Equal(items, []string{"llm"}) {
+		t.Fatalf("after the lock: location by %q, context of a2 by %v; want the model's alone", fact, items)
+	}
+}
