@@ -136,13 +136,25 @@ func (s *Store) Migrate(ctx context.Context, fsys fs.FS, logger *slog.Logger) ([
 			}
 		}
 		if err != nil {
-			return done, fmt.Errorf("migrate %s: %w", f.name, privilegeHint(err))
+			return done, &MigrationError{Name: f.name, Err: privilegeHint(err)}
 		}
 		logger.Info("applied migration", "version", f.version, "name", f.name)
 		done = append(done, f.version)
 	}
 	return done, nil
 }
+
+// MigrationError is Migrate's error applying one of memoryd's migrations:
+// the file's name and why. When its COMMIT's connection was lost, it wraps
+// ErrCommitUnconfirmed: the migration may be recorded, and Migrate run
+// again applies it only if it is not.
+type MigrationError struct {
+	Name string
+	Err  error
+}
+
+func (e *MigrationError) Error() string { return fmt.Sprintf("migrate %s: %v", e.Name, e.Err) }
+func (e *MigrationError) Unwrap() error { return e.Err }
 
 // checkSearchPath refuses a search_path whose first schema is not the one
 // holding memoryd's tables, or under which the name of one of the

@@ -302,7 +302,7 @@ func parseRole(f *flags, role string) (app.Role, error) {
 
 func runMigrate(ctx context.Context, a *cli, args []string) (err error) {
 	defer func() {
-		err = ifUnconfirmed(err, "a database commit of migrate was not confirmed: a migration or the prefix may be recorded already; running migrate again is safe, it applies only the migrations not recorded")
+		err = ifUnconfirmed(err, migrateHint)
 	}()
 	var (
 		o                 connOptions

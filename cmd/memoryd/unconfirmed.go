@@ -22,7 +22,10 @@ func (e *mayBeDone) Unwrap() error { return e.err }
 // been done and what is safe to do next, when err leaves a database
 // write in doubt; any other err as it is. Operator commands that write
 // to Postgres themselves give their hint here; run gives unconfirmedHint
-// to a command that gave none.
+// to a command that gave none. A write in doubt that is a migration
+// (store.MigrationError: serve, replay and embed migrate at their start)
+// gets migrateHint whatever the command's hint, which speaks of its own
+// writes.
 func ifUnconfirmed(err error, hint string) error {
 	if !errors.Is(err, store.ErrCommitUnconfirmed) {
 		return err
@@ -31,8 +34,15 @@ func ifUnconfirmed(err error, hint string) error {
 	if errors.As(err, &given) {
 		return err
 	}
+	if migration := (*store.MigrationError)(nil); errors.As(err, &migration) {
+		hint = migrateHint
+	}
 	return &mayBeDone{err: err, hint: hint}
 }
+
+// migrateHint is migrate's hint for a write in doubt, and that of a
+// migration in doubt at serve's, replay's or embed's start.
+const migrateHint = "a database commit of migrate was not confirmed: a migration or the prefix may be recorded already; running migrate again is safe, it applies only the migrations not recorded"
 
 // unconfirmedHint is run's hint for a write in doubt whose command gave
 // none: a bare "commit not confirmed" read as a failure, and the

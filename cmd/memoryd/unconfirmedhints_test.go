@@ -101,3 +101,55 @@ func TestOperatorCommandsWhoseCommitWasCutSayWhatToDo(t *testing.T) {
 		})
 	}
 }
+
+// TestStartsWhoseMigrationCommitWasCutSayRunMigrate: serve, replay and
+// embed migrate when they start; one whose migration's COMMIT lost its
+// connection (commitCut) says what migrate says of it, that running
+// migrate again is safe, not the generic "check what it changed" nor its
+// own command's hint (replay's and the backfill's speak of their turns
+// and jobs); and migrate run again then succeeds.
+func TestStartsWhoseMigrationCommitWasCutSayRunMigrate(t *testing.T) {
+	t.Parallel()
+	const want = "a migration or the prefix may be recorded already; running migrate again is safe"
+	for _, tt := range []struct {
+		name string
+		args func(t *testing.T, conn []string) []string
+	}{
+		{"serve", func(*testing.T, []string) []string { return []string{"serve", "--http", "127.0.0.1:0"} }},
+		{"replay", func(t *testing.T, conn []string) []string {
+			if _, errOut, code := runArgs(context.Background(), append([]string{"publish", "--user", "alice", "--message", "I live in Oslo."}, conn...)...); code != 0 {
+				t.Fatalf("publish: exit %d, %s", code, errOut)
+			}
+			return []string{"replay", "--no-work"}
+		}},
+		{"embed", func(t *testing.T, _ []string) []string {
+			return []string{"embed", "--backfill", "--no-work", "--embed-model", "m1", "--embed-base-url", embeddingtest.New(t).URL}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dbURL := storetest.Migrated(t)
+			s := storetest.Unmigrated(t, dbURL)
+			// Migration 073 pending: its function dropped with its
+			// triggers, its record deleted.
+			if _, err := s.Pool().Exec(context.Background(), `DROP FUNCTION memoryd_chunk_vector_checked() CASCADE;
+				DELETE FROM memoryd_migrations WHERE version = 73`); err != nil {
+				t.Fatal(err)
+			}
+			prefix, stream := eventstest.Names(t, eventstest.Conn(t))
+			conn := []string{"--database-url", dbURL, "--nats-url", eventstest.URL(), "--prefix", prefix, "--stream", stream, "--log-level", "error"}
+			args := append(tt.args(t, conn), conn...)
+			got := commitCut(t, dbURL, "AFTER INSERT ON memoryd_migrations", tt.name, func() (string, int) {
+				_, errOut, code := runArgs(context.Background(), args...)
+				return errOut, code
+			})
+			if got.code != 1 || !strings.Contains(got.errOut, want) {
+				t.Errorf("%s whose migration's COMMIT's backend was terminated: exit %d, stderr %q; want it to say %q", tt.name, got.code, got.errOut, want)
+			}
+			out, errOut, code := runArgs(context.Background(), append([]string{"migrate"}, conn...)...)
+			if code != 0 || !strings.Contains(out, "migrations applied: 1 (schema up to date)") {
+				t.Errorf("migrate run again: exit %d, stdout %q, stderr %q; want migration 073 applied", code, out, errOut)
+			}
+		})
+	}
+}
