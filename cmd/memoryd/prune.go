@@ -84,11 +84,12 @@ func printPrune(a *cli, rep worker.PruneReport) {
 	fmt.Fprintf(a.stdout, "removed %s for size and %d over the per-user cap; cleared the text of %s (%d bytes)\n",
 		app.Plural(int64(rep.RemovedForSize), "context item", "context items"), rep.RemovedForCap, app.Plural(int64(rep.TurnTextsCleared), "turn", "turns"), rep.TurnTextBytes)
 	if rep.TurnTextsClearedForSize > 0 {
-		fmt.Fprintf(a.stdout, "cleared the text of %d more turns (%d bytes) for size, before any context item: the stream keeps it, a replay writes it back\n",
-			rep.TurnTextsClearedForSize, rep.TurnTextBytesForSize)
+		fmt.Fprintf(a.stdout, "cleared the text of %s (%d bytes) for size, before any context item: the stream keeps it, a replay writes it back\n",
+			app.Plural(rep.TurnTextsClearedForSize, "more turn", "more turns"), rep.TurnTextBytesForSize)
 	}
 	if rep.VectorsRemoved+rep.ChunkVectorsRemoved > 0 {
-		fmt.Fprintf(a.stdout, "deleted %d item vectors and %d chunk vectors of embedding models no running process uses\n", rep.VectorsRemoved, rep.ChunkVectorsRemoved)
+		fmt.Fprintf(a.stdout, "deleted %s and %s of embedding models no running process uses\n",
+			app.Plural(rep.VectorsRemoved, "item vector", "item vectors"), app.Plural(rep.ChunkVectorsRemoved, "chunk vector", "chunk vectors"))
 	}
 	if rep.After.RealBytes > 0 {
 		fmt.Fprintf(a.stdout, "live size %d bytes before, %d after (the floor pruning cannot go under: %d)\n", rep.Before.LiveBytes, rep.After.LiveBytes, rep.After.FloorBytes)

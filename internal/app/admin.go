@@ -506,8 +506,7 @@ func (a *App) Prune(ctx context.Context) (worker.PruneReport, error) {
 		return worker.PruneReport{}, err
 	}
 	if !pending.Empty() {
-		return worker.PruneReport{}, fmt.Errorf("prune: the database is not migrated to this release (%d migrations pending): run memoryd migrate, or start serve, first",
-			len(pending.River)+len(pending.Memoryd))
+		return worker.PruneReport{}, pruneNotMigrated(pending)
 	}
 	limits := worker.PruneLimits{
 		MaxBytes: a.cfg.Worker.MaxDBSize, MaxContextPerUser: a.cfg.Worker.MaxContextPerUser, TurnRetention: a.cfg.Worker.TurnRetention,
@@ -517,6 +516,13 @@ func (a *App) Prune(ctx context.Context) (worker.PruneReport, error) {
 		limits.EmbedModel = a.cfg.Embed.StoredModel()
 	}
 	return worker.Prune(ctx, s, limits)
+}
+
+// pruneNotMigrated is Prune's refusal of a database with pending
+// migrations, River's and memoryd's counted together.
+func pruneNotMigrated(pending store.Pending) error {
+	return fmt.Errorf("prune: the database is not migrated to this release (%s pending): run memoryd migrate, or start serve, first",
+		Plural(int64(len(pending.River)+len(pending.Memoryd)), "migration", "migrations"))
 }
 
 // GrantReader lets user read the shared scope's knowledge base collections
