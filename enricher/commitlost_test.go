@@ -21,7 +21,9 @@ import (
 // terminated while the COMMIT waits at a deferred trigger) was answered
 // "memory store unavailable", as if nothing had been written, though the
 // server may have committed it (store.InTx). It is answered as a commit
-// not confirmed is: the write may have been done, read it back.
+// not confirmed is: the write may have been done, read it back; the
+// answer names the lost connection (it said "not confirmed within 5s",
+// a timeout, before).
 func TestWriteWhoseCommitLostItsConnectionMayBeDone(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -85,6 +87,10 @@ func TestWriteWhoseCommitLostItsConnectionMayBeDone(t *testing.T) {
 			if !errors.As(got, &se) || se.Code != 500 || !strings.Contains(se.Description, "did not confirm the write") ||
 				!strings.Contains(se.Description, "may have been done") {
 				t.Fatalf("%s whose backend was terminated during its COMMIT: %v; want a 500 saying the write may have been done", c.name, got)
+			}
+			// The cause named: a lost connection, not a timeout.
+			if !strings.Contains(se.Description, "lost its database connection") || strings.Contains(se.Description, "within") {
+				t.Fatalf("%s whose backend was terminated during its COMMIT: %q; want it to say the commit lost its connection, not that it timed out", c.name, se.Description)
 			}
 		})
 	}

@@ -105,15 +105,13 @@ func (s *Service) classify(ep endpoint, err error) (int, string) {
 	case errors.Is(err, store.ErrCommitUnconfirmed):
 		// Before the deadline case: the commit's own bound passed, not the
 		// request's budget, or its connection was lost once it was sent;
-		// either way the write may have been done. The description is
-		// the one the protocol documents for both.
+		// either way the write may have been done.
 		msg := msgToolFailed
 		if errors.Is(err, context.DeadlineExceeded) {
 			msg = msgToolTimedOut
 		}
 		s.logger.Error(msg, "endpoint", ep.name, "error", err)
-		return 500, "memory store did not confirm the write: its commit was not confirmed within " + store.CommitWait.String() +
-			" and may have been done; read it back before sending it again"
+		return 500, unconfirmedDescription(err, s.budget(ep))
 	case errors.Is(err, context.Canceled) && s.halted.Err() != nil:
 		s.logger.Warn("request cancelled: the service stopped before it was done", "endpoint", ep.name)
 		return 500, "memoryd stopped before this request was done: send it again"
@@ -129,6 +127,27 @@ func (s *Service) classify(ep endpoint, err error) (int, string) {
 		s.logger.Error(msgToolFailed, "endpoint", ep.name, "error", err)
 		return 500, "memory store unavailable"
 	}
+}
+
+// unconfirmedDescription is the 500 description of a write whose commit
+// was not confirmed (err wraps store.ErrCommitUnconfirmed), naming why:
+// the commit's own bound passed (store.CommitTimeoutError), the request's
+// budget ended once a single-statement write was sent, memoryd stopped
+// then, or the database connection was lost. It starts as the protocol
+// documents ("memory store did not confirm the write:") and ends with
+// what a caller does: read it back.
+func unconfirmedDescription(err error, budget time.Duration) string {
+	var timeout *store.CommitTimeoutError
+	why := "its commit lost its database connection before it was confirmed"
+	switch {
+	case errors.As(err, &timeout):
+		why = "its commit was not confirmed within " + timeout.Within.String()
+	case errors.Is(err, context.DeadlineExceeded):
+		why = "its commit was not confirmed within " + budget.String()
+	case errors.Is(err, context.Canceled):
+		why = "its commit was cut off by memoryd stopping"
+	}
+	return "memory store did not confirm the write: " + why + " and may have been done; read it back before sending it again"
 }
 
 // replyError answers a request refused on the delivery goroutine. The

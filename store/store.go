@@ -662,7 +662,7 @@ func runTx(ctx context.Context, db interface {
 		if cctx.Err() != nil && commitWait > 0 {
 			// Not the caller's budget: the commit's own, and what the
 			// server did is not known (TestStopAnswersAWriteWhoseCommitOutlastsTheHalt).
-			return fmt.Errorf("%w within %s: %w", ErrCommitUnconfirmed, commitWait, err)
+			return &CommitTimeoutError{Within: commitWait, Err: err}
 		}
 		if cctx.Err() != nil && !pgconn.SafeToRetry(err) {
 			// The caller's ctx ended with the COMMIT sent (an operator's
@@ -737,6 +737,22 @@ const CommitBound = CommitWait + cancelDelay + closeDelay
 // error also wraps the connection's, so that store.IsUnavailable and the
 // like still read it.
 var ErrCommitUnconfirmed = errors.New("commit not confirmed")
+
+// CommitTimeoutError is InTx's error when its COMMIT did not return within
+// its bound, Within (CommitWait): it wraps ErrCommitUnconfirmed and the
+// COMMIT's error. Any other error wrapping ErrCommitUnconfirmed is a
+// connection lost (or, outside InTx, a context ended) once the write was
+// sent, so that a caller can say which.
+type CommitTimeoutError struct {
+	Within time.Duration
+	Err    error
+}
+
+func (e *CommitTimeoutError) Error() string {
+	return fmt.Sprintf("%v within %s: %v", ErrCommitUnconfirmed, e.Within, e.Err)
+}
+
+func (e *CommitTimeoutError) Unwrap() []error { return []error{ErrCommitUnconfirmed, e.Err} }
 
 // WithTx returns a Store whose queries run in tx, for callers that manage
 // the transaction themselves.
