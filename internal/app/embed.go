@@ -171,7 +171,7 @@ func (a *App) probeEmbedder(ctx context.Context, emb interface {
 	Embed(ctx context.Context, texts []string) ([][]float32, error)
 	Model() string
 }, dims int, work bool) error {
-	v, err := probeEmbed(ctx, emb)
+	v, err := probeEmbed(ctx, emb, waitCtx)
 	switch {
 	case err != nil && dims > 0:
 		return fmt.Errorf("--dims %d not checked against the embeddings server, so not recorded: %w", dims, err)
@@ -208,20 +208,26 @@ func (a *App) probeEmbedder(ctx context.Context, emb interface {
 // probeAttempts bounds the test text's tries, probeRetryWait apart: a
 // server's passing failure (a 5xx, a connection closed or refused) is
 // tried again, where one 500 or EOF of a server that answered the next
-// request failed the whole backfill (a probe: 2 of 12 runs). A refusal is
-// not tried again, nor a failure that took probeSlow or the client's own
-// timeout (Timeout) or longer (a timeout: the next would wait as long;
-// under --embed-timeout 200ms, three were sent where probeSlow alone
-// counted).
+// request failed the whole backfill (a probe: 2 of 12 runs). A server
+// that asks to wait (a 429, or a 503 with Retry-After) is waited for as
+// long as it asks (a 429 without the header: 1 s), up to
+// probeMaxRetryAfter, so that the backfill waits at most 20 s on it;
+// before, 1 s whatever it asked. A refusal is not tried again, nor a
+// failure that took probeSlow or the client's own timeout (Timeout) or
+// longer (a timeout: the next would wait as long; under --embed-timeout
+// 200ms, three were sent where probeSlow alone counted).
 const (
-	probeAttempts  = 3
-	probeRetryWait = time.Second
-	probeSlow      = 5 * time.Second
+	probeAttempts      = 3
+	probeRetryWait     = time.Second
+	probeMaxRetryAfter = 10 * time.Second
+	probeSlow          = 5 * time.Second
 )
 
+// probeEmbed embeds the test text, tried again as probeAttempts says,
+// waiting with wait (waitCtx; a test records the waits instead).
 func probeEmbed(ctx context.Context, emb interface {
 	Embed(ctx context.Context, texts []string) ([][]float32, error)
-}) ([][]float32, error) {
+}, wait func(context.Context, time.Duration) error) ([][]float32, error) {
 	slow := probeSlow
 	if t, ok := emb.(interface{ Timeout() time.Duration }); ok && t.Timeout() < slow {
 		slow = t.Timeout()
@@ -233,13 +239,25 @@ func probeEmbed(ctx context.Context, emb interface {
 			time.Since(start) >= slow || ctx.Err() != nil {
 			return v, err
 		}
-		t := time.NewTimer(probeRetryWait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return v, err
-		case <-t.C:
+		d := probeRetryWait
+		if after, ok := embedding.RetryAfterOf(err); ok {
+			d = min(after, probeMaxRetryAfter)
 		}
+		if wait(ctx, d) != nil {
+			return v, err
+		}
+	}
+}
+
+// waitCtx waits d, or until ctx ends (its error then).
+func waitCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
