@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/memoryd/memoryd/store"
@@ -9,10 +10,12 @@ import (
 
 // TestChunkRefusalsGoWithTheirDocumentsChunks: the embeddings server's
 // refusals of a document's chunks (migration 068) go when a put of new
-// content replaces the chunks (the foreign key's ON DELETE CASCADE), and
-// when the document is deleted; a put of the same content keeps them, as
-// it keeps the chunks, and another document's stay. A refusal outliving
-// its chunk would leave the new chunk of that index out of every sweep.
+// content replaces the chunks (the foreign key's ON DELETE CASCADE), but
+// for those of the chunks it cuts alike (the same heading path and text:
+// the text refused), kept under the new content; they go when the
+// document is deleted; a put of the same content keeps them, as it keeps
+// the chunks, and another document's stay. A refusal outliving its chunk
+// would leave the new chunk of that index out of every sweep.
 func TestChunkRefusalsGoWithTheirDocumentsChunks(t *testing.T) {
 	ctx, s := setup(t)
 	a := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "a", Content: guide})
@@ -37,18 +40,25 @@ func TestChunkRefusalsGoWithTheirDocumentsChunks(t *testing.T) {
 	if r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "a", Content: guide}); !r.Unchanged || refusals("a") != 2 {
 		t.Fatalf("a put of the same content (unchanged %v) left %d refusals, want the 2 kept", r.Unchanged, refusals("a"))
 	}
-	r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "a", Content: guide + "\n# Upgrade\n\nStop the daemon first.\n"})
+	// Chunk 0's text edited, a section added: chunk 1 is cut alike.
+	edited := strings.Replace(guide, "with sudo", "as root", 1) + "\n# Upgrade\n\nStop the daemon first.\n"
+	r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "a", Content: edited})
 	if r.Unchanged || r.Chunks < 2 {
 		t.Fatalf("a put of new content: %+v, want it chunked again", r)
 	}
-	if n := refusals("a"); n != 0 {
-		t.Errorf("a put of new content left %d refusals of the old chunks, want none", n)
+	var current, index int
+	if err := s.Pool().QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE content_hash = $3), max(chunk_index)
+		FROM chunk_embedding_refusals WHERE collection_id = $1 AND doc_id = $2`, a.Collection.ID, "a", r.Hash).Scan(&current, &index); err != nil {
+		t.Fatal(err)
+	}
+	if n := refusals("a"); n != 1 || current != 1 || index != 1 {
+		t.Errorf("a put of new content left %d refusals (%d of it, the last of chunk %d), want chunk 1's alone, of the new content", n, current, index)
 	}
 	if n := refusals("b"); n != 2 {
 		t.Errorf("another document's refusals: %d after a's put, want 2", n)
 	}
-	if c, err := s.CountChunkEmbeddings(ctx, "alice", "m"); err != nil || c.Refused != 2 {
-		t.Errorf("count after a's put: %+v (%v), want b's 2 refused only", c, err)
+	if c, err := s.CountChunkEmbeddings(ctx, "alice", "m"); err != nil || c.Refused != 3 {
+		t.Errorf("count after a's put: %+v (%v), want b's 2 refused and a's chunk 1", c, err)
 	}
 	if ok, err := s.DeleteDocument(ctx, alice, "kb", "b"); err != nil || !ok {
 		t.Fatalf("delete b: %v %v", ok, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -155,7 +156,9 @@ func (s *Store) shareCollection(ctx context.Context, collectionID int64) (bool, 
 // by another document's vectors going) while it waited for those chunks.
 // Then it takes the document's share lock, while it holds hash: a re-put,
 // an index job or a delete of the document waits for the save, and its
-// cascade takes the saved vectors with the old chunks.
+// cascade takes the saved vectors with the old chunks (a re-put of new
+// content saves again those of the chunks it cuts alike, under its own
+// hash: carryChunkVectors).
 func (s *Store) SaveChunkEmbeddings(ctx context.Context, model string, collectionID int64, docID, hash string, ws []ChunkEmbeddingWrite) (int64, error) {
 	if len(ws) == 0 {
 		return 0, nil
@@ -656,4 +659,111 @@ func (s *Store) shareReadyDocument(ctx context.Context, collectionID int64, docI
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// keptVectors are the vectors and refusals a put of new content carries
+// over to its new chunks (keptChunkVectors, carryChunkVectors): for each,
+// the new chunk's index, the model, and the sum (chunkSum) of the old
+// chunk it was of; a vector's dimensions and stored form, a refusal's
+// time.
+type keptVectors struct {
+	vIdx, vDims  []int32
+	vModel, vSum []string
+	vVec         [][]byte
+	rIdx         []int32
+	rModel, rSum []string
+	rAt          []time.Time
+}
+
+// keptChunkVectors reads, in a put's transaction (which holds the
+// document FOR UPDATE) before it deletes the document's chunks, the
+// usable vectors and the refusals of the old content (of hash) of every
+// old chunk whose heading path and text a chunk of cut has, keyed by
+// that new chunk's index: the embedding input (chunkEmbedText, of the
+// heading path and text) is the same, and so is what the model makes
+// of it. A text the old content held twice gives its first chunk's.
+func (s *Store) keptChunkVectors(ctx context.Context, collectionID int64, docID, hash string, cut []ChunkText) (keptVectors, error) {
+	paths, texts, _, _ := chunkColumns(cut)
+	rows, err := s.db.Query(ctx, `
+		WITH n AS MATERIALIZED (SELECT (u.i - 1)::int AS i, u.t,
+				CASE WHEN u.h = '' THEN '{}'::text[] ELSE string_to_array(u.h, E'\x1f') END AS path
+			FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS u(h, t, i)),
+		o AS MATERIALIZED (SELECT n.i, ch.chunk_index, `+chunkSum("ch")+` AS sum
+			FROM n JOIN doc_chunks ch ON ch.collection_id = $1 AND ch.doc_id = $2 AND ch.text = n.t AND ch.heading_path = n.path)
+		(SELECT DISTINCT ON (o.i, e.model) false, o.i, e.model, o.sum, e.dims, e.vector, NULL::timestamptz
+		FROM o JOIN chunk_embeddings e ON e.collection_id = $1 AND e.doc_id = $2 AND e.chunk_index = o.chunk_index
+			AND e.content_hash = $5`+usableVector("e", "e.model")+`
+		ORDER BY o.i, e.model, o.chunk_index)
+		UNION ALL
+		(SELECT DISTINCT ON (o.i, r.model) true, o.i, r.model, o.sum, NULL, NULL, r.refused_at
+		FROM o JOIN chunk_embedding_refusals r ON r.collection_id = $1 AND r.doc_id = $2 AND r.chunk_index = o.chunk_index
+			AND r.content_hash = $5
+		ORDER BY o.i, r.model, o.chunk_index)`, collectionID, docID, paths, texts, hash)
+	if err != nil {
+		return keptVectors{}, fmt.Errorf("read kept chunk vectors: %w", err)
+	}
+	var (
+		k       keptVectors
+		refusal bool
+		idx     int32
+		model   string
+		sum     string
+		dims    pgtype.Int4
+		vec     []byte
+		at      pgtype.Timestamptz
+	)
+	_, err = pgx.ForEachRow(rows, []any{&refusal, &idx, &model, &sum, &dims, &vec, &at}, func() error {
+		if refusal {
+			k.rIdx, k.rModel, k.rSum, k.rAt = append(k.rIdx, idx), append(k.rModel, model), append(k.rSum, sum), append(k.rAt, at.Time)
+			return nil
+		}
+		k.vIdx, k.vModel, k.vSum, k.vDims = append(k.vIdx, idx), append(k.vModel, model), append(k.vSum, sum), append(k.vDims, dims.Int32)
+		k.vVec = append(k.vVec, vec) // a copy of its own (pgx's bytea scan)
+		return nil
+	})
+	if err != nil {
+		return keptVectors{}, fmt.Errorf("read kept chunk vectors: %w", err)
+	}
+	return k, nil
+}
+
+// carryChunkVectors saves k (keptChunkVectors) onto the document's new
+// chunks, in the put's transaction after writeChunks wrote them, under
+// the new content's hash: a vector or refusal goes onto the chunk at its
+// index only while that chunk's sum is the old chunk's (the heading path
+// and text it was of). Both statements compare the sum by chunkSum's
+// text, which migration 073's trigger looks for: a write without it onto
+// a document this release cut is dropped. The new chunks have neither
+// (the old ones' went with them, by the cascade); the carried vectors
+// bump the collection's embedding generation as any save does, so that
+// a cached copy of its vectors is read again. The embed jobs the put
+// enqueues (chunksWritten) then find these chunks embedded, or refused,
+// and leave them out (ChunkEmbeddingTargets).
+func (s *Store) carryChunkVectors(ctx context.Context, collectionID int64, docID, hash string, k keptVectors) error {
+	if len(k.vIdx) > 0 {
+		if _, err := s.db.Exec(ctx, `
+			INSERT INTO chunk_embeddings (collection_id, doc_id, chunk_index, model, content_hash, dims, vector)
+			SELECT ch.collection_id, ch.doc_id, ch.chunk_index, w.m, $3, w.d, w.v
+			FROM unnest($4::int[], $5::text[], $6::text[], $7::int[], $8::bytea[]) AS w(i, m, s, d, v)
+			JOIN doc_chunks ch ON ch.collection_id = $1 AND ch.doc_id = $2 AND ch.chunk_index = w.i AND `+chunkSum("ch")+` = w.s
+			ORDER BY ch.chunk_index, w.m`,
+			collectionID, docID, hash, k.vIdx, k.vModel, k.vSum, k.vDims, k.vVec); err != nil {
+			return fmt.Errorf("carry chunk vectors: %w", err)
+		}
+	}
+	if len(k.rIdx) > 0 {
+		// Kept with their time: a refusal made before its model's
+		// dimensions changed is still forgotten as stale
+		// (ForgetStaleEmbeddingRefusals).
+		if _, err := s.db.Exec(ctx, `
+			INSERT INTO chunk_embedding_refusals (collection_id, doc_id, chunk_index, model, content_hash, refused_at)
+			SELECT ch.collection_id, ch.doc_id, ch.chunk_index, w.m, $3, w.a
+			FROM unnest($4::int[], $5::text[], $6::text[], $7::timestamptz[]) AS w(i, m, s, a)
+			JOIN doc_chunks ch ON ch.collection_id = $1 AND ch.doc_id = $2 AND ch.chunk_index = w.i AND `+chunkSum("ch")+` = w.s
+			ORDER BY ch.chunk_index, w.m`,
+			collectionID, docID, hash, k.rIdx, k.rModel, k.rSum, k.rAt); err != nil {
+			return fmt.Errorf("carry chunk refusals: %w", err)
+		}
+	}
+	return nil
 }

@@ -53,8 +53,9 @@ func collectionVectors(t *testing.T, ctx context.Context, s *store.Store, id int
 // TestChunkVectorsGenerations: a collection's generation is 0 until it has
 // a vector, and changes whenever its usable vectors may have: vectors
 // saved, a re-put with new content (its vectors go with its chunks, in the
-// put's transaction), a delete; an unchanged re-put changes nothing. A
-// vector of content the document no longer holds is not saved.
+// put's transaction, but for those of the chunks it cuts alike, saved
+// again under the new content), a delete; an unchanged re-put changes
+// nothing. A vector of content the document no longer holds is not saved.
 func TestChunkVectorsGenerations(t *testing.T) {
 	ctx, s := setup(t)
 	r := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", Source: "guide.md", Content: guide})
@@ -80,8 +81,8 @@ func TestChunkVectorsGenerations(t *testing.T) {
 	}
 	r2 := put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", Source: "guide.md", Content: guide + "\nMore text.\n"})
 	cv = collectionVectors(t, ctx, s, r.Collection.ID, "m")
-	if cv.Generation == g1 || len(cv.Vectors) != 0 {
-		t.Fatalf("after a re-put with new content: %+v, want a new generation and no vectors", cv)
+	if cv.Generation == g1 || len(cv.Vectors) != r2.Chunks-1 || cv.Vectors[len(cv.Vectors)-1].ChunkIndex == r2.Chunks-1 {
+		t.Fatalf("after a re-put with new content (appended to its last chunk): %+v, want a new generation and the vectors of the others", cv)
 	}
 	// A job of the old content saves nothing.
 	if n, err := s.SaveChunkEmbeddings(ctx, "m", r.Collection.ID, r.DocID, r.Hash,

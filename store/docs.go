@@ -462,9 +462,13 @@ const collectionAttempts = 3
 // which the size's high water (SampleContextHighWater) counts against
 // the documents' TOASTed content too. New
 // content replaces the document's chunks in one transaction: a search sees
-// the old chunks or the new ones, never a mix. With p.Chunk nil the old
-// chunks are deleted and the document left pending (not searchable) until
-// IndexDocument runs.
+// the old chunks or the new ones, never a mix. A new chunk with the
+// heading path and text of an old chunk of a ready document (at any
+// index) keeps that chunk's vectors and refusals, under the new content's
+// hash (keptChunkVectors): only the chunks the edit changed are embedded
+// again. With p.Chunk nil the old chunks are deleted, with their vectors,
+// and the document left pending (not searchable) until IndexDocument
+// runs.
 func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, error) {
 	if err := p.validate(); err != nil {
 		return PutResult{}, fmt.Errorf("put document: %w", InvalidDocument(err))
@@ -517,6 +521,9 @@ func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, erro
 		// write of the user's for a forget (see migration 066), as a put
 		// of the content it holds writes nothing.
 		recut := err == nil && hash == r.Hash && status != DocPending
+		// New content over a ready document, whose old chunks' vectors
+		// may serve new chunks cut alike (keptChunkVectors).
+		replaces := err == nil && hash != r.Hash && status == DocReady
 		if err := q.checkDocsCap(ctx, p.MaxTotalBytes, c.ID, p.DocID, int64(len(p.Content)), oldSize); err != nil {
 			return err
 		}
@@ -545,7 +552,20 @@ func (s *Store) PutDocument(ctx context.Context, p DocumentPut) (PutResult, erro
 			c.ID, p.DocID, p.Source, r.Hash, p.Content, []byte(p.Metadata), len(p.Content), r.Status, r.Chunks, label, recut); err != nil {
 			return fmt.Errorf("write document: %w", err)
 		}
+		// New content over a ready document: the vectors and refusals of
+		// its old chunks that a new chunk has the heading path and text
+		// of, read before writeChunks deletes them with the old chunks,
+		// and saved again onto the new chunks below.
+		var kept keptVectors
+		if replaces && len(cut) > 0 {
+			if kept, err = q.keptChunkVectors(ctx, c.ID, p.DocID, hash, cut); err != nil {
+				return err
+			}
+		}
 		if err := q.writeChunks(ctx, c, p.DocID, cut, recut); err != nil {
+			return err
+		}
+		if err := q.carryChunkVectors(ctx, c.ID, p.DocID, r.Hash, kept); err != nil {
 			return err
 		}
 		return q.chunksWritten(ctx, chunksRef(c.ID, p.DocID, r.Hash, len(cut)))
@@ -588,6 +608,22 @@ func (s *Store) checkDocsCap(ctx context.Context, maxTotal, collectionID int64, 
 // heading (writeChunks replaces it).
 const headingSep = "\x1f"
 
+// chunkColumns are the columns of cut as writeChunks inserts them: the
+// heading paths joined by headingSep (replaced in a heading), the texts
+// and the byte offsets.
+func chunkColumns(cut []ChunkText) (paths, texts []string, starts, ends []int32) {
+	paths, texts = make([]string, len(cut)), make([]string, len(cut))
+	starts, ends = make([]int32, len(cut)), make([]int32, len(cut))
+	for i, ch := range cut {
+		hs := make([]string, len(ch.HeadingPath))
+		for j, h := range ch.HeadingPath {
+			hs[j] = strings.ReplaceAll(h, headingSep, " ")
+		}
+		paths[i], texts[i], starts[i], ends[i] = strings.Join(hs, headingSep), ch.Text, int32(ch.Start), int32(ch.End)
+	}
+	return paths, texts, starts, ends
+}
+
 // writeChunks replaces a document's chunks by cut (none: deleted only).
 // With recut (the content the document holds, cut again), a chunk whose
 // index, heading path and text the new cut has too is kept, its other
@@ -596,17 +632,7 @@ const headingSep = "\x1f"
 // chunk of every document an older chunking cut was embedded again, the
 // identical ones too, searched without vectors meanwhile.
 func (s *Store) writeChunks(ctx context.Context, c Collection, docID string, cut []ChunkText, recut bool) error {
-	paths := make([]string, len(cut))
-	texts := make([]string, len(cut))
-	starts := make([]int32, len(cut))
-	ends := make([]int32, len(cut))
-	for i, ch := range cut {
-		hs := make([]string, len(ch.HeadingPath))
-		for j, h := range ch.HeadingPath {
-			hs[j] = strings.ReplaceAll(h, headingSep, " ")
-		}
-		paths[i], texts[i], starts[i], ends[i] = strings.Join(hs, headingSep), ch.Text, int32(ch.Start), int32(ch.End)
-	}
+	paths, texts, starts, ends := chunkColumns(cut)
 	if !recut || len(cut) == 0 {
 		if _, err := s.db.Exec(ctx, `DELETE FROM doc_chunks WHERE collection_id = $1 AND doc_id = $2`, c.ID, docID); err != nil {
 			return fmt.Errorf("delete chunks: %w", err)
