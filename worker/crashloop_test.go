@@ -298,6 +298,11 @@ func TestServerDownWithNoRequestInFlightWaits(t *testing.T) {
 		e.publish(events.Turn{ID: fmt.Sprint("t", i), UserID: fmt.Sprint("user-", i), UserMessage: "My name is Alice."})
 	}
 	if st := e.waitDone(6); st.TurnsProcessed != 6 {
+		for i := range 6 {
+			if turn, err := e.store.GetTurn(e.ctx, fmt.Sprint("user-", i), fmt.Sprint("t", i)); err == nil && turn.Status != "processed" {
+				t.Errorf("turn t%d: %s %q", i, turn.Status, turn.LastError)
+			}
+		}
 		t.Fatalf("stats %+v; want every turn processed after the outage, with a single attempt each", st)
 	}
 }
