@@ -89,21 +89,18 @@ stdout.`)
 		_ = svc.Stop(stopCtx)
 	}()
 	start := time.Now()
-	// What exists now is what this backfill waits for: beside a serve
-	// that ingests, new items arrive all the time, and their own jobs
-	// embed them.
-	mark, err := svc.MarkEmbeddings(ctx)
-	if err != nil {
-		return err
-	}
+	// What exists before the backfill enqueues (mark) is what it waits
+	// for: beside a serve that ingests, new items arrive all the time,
+	// and their own jobs embed them.
 	var (
 		docs          int
 		refused       int64
 		refusedChunks int64
 		forgot        bool
+		mark          store.EmbeddingMark
 	)
 	n, err := svc.EmbedBackfill(ctx, app.EmbedOptions{User: user, Work: !noWk, Documents: &docs, Dims: dims, RetryRefused: retryRefused,
-		Refused: &refused, RefusedChunks: &refusedChunks, Forgot: &forgot})
+		Refused: &refused, RefusedChunks: &refusedChunks, Forgot: &forgot, Mark: &mark})
 	if errors.Is(err, app.ErrEmbeddingOff) {
 		return f.usageErr("--embed-base-url is required: embedding is off without it")
 	}

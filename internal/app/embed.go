@@ -155,6 +155,13 @@ type EmbedOptions struct {
 	// Forgot, when set, is set to whether the refusals were forgotten
 	// (RetryRefused, or Dims and some were the old model's).
 	Forgot *bool
+	// Mark, when set, is set to what exists before anything is enqueued
+	// (store.MarkEmbeddings), for WaitEmbedded: taken once the database is
+	// migrated (or, with Config.NoMigrate, found to need none). Before, the
+	// embed command marked before EmbedBackfill migrated, and on a
+	// database memoryd never migrated failed "mark embeddings: relation
+	// "context" does not exist", with --migrate=false too.
+	Mark *store.EmbeddingMark
 }
 
 // probeEmbedder embeds one text before a backfill enqueues anything, and
@@ -295,6 +302,11 @@ func (a *App) EmbedBackfill(ctx context.Context, o EmbedOptions) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if o.Mark != nil {
+		if *o.Mark, err = s.MarkEmbeddings(ctx); err != nil {
+			return 0, err
+		}
+	}
 	if o.Dims > 0 {
 		if _, err := s.SetEmbeddingDims(ctx, emb.Model(), o.Dims); err != nil {
 			return 0, err
@@ -365,19 +377,9 @@ func (a *App) EmbedBackfill(ctx context.Context, o EmbedOptions) (int, error) {
 	return n, err
 }
 
-// MarkEmbeddings marks what exists now, for WaitEmbedded to wait for
-// that alone.
-func (a *App) MarkEmbeddings(ctx context.Context) (store.EmbeddingMark, error) {
-	s, err := a.readStore(ctx)
-	if err != nil {
-		return store.EmbeddingMark{}, err
-	}
-	return s.MarkEmbeddings(ctx)
-}
-
 // WaitEmbedded waits until every item of user (every user's when empty),
 // and every chunk of a ready document of the collections user owns (of
-// every collection when empty), that existed at mark (MarkEmbeddings; the
+// every collection when empty), that existed at mark (EmbedOptions.Mark; the
 // zero mark: whenever they came) has a vector of the configured model,
 // calling progress when the items' or the chunks' count changes. Bounded by a mark, the
 // wait ends while new memory keeps arriving (a backfill beside a serve
