@@ -934,9 +934,7 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 	maxAttempts := jobAttempts(job.MaxAttempts, job.Metadata, b.maxAttempts)
 	switch v.label {
 	case outcomeLockWait:
-		e.w.lockWaits.Add(1)
-		e.w.logger.Info("extraction waited on a lock; retrying", "job_id", job.ID, "user_id", userID, "lock_waits", v.n,
-			"max_lock_waits", b.maxLockWaits, "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
+		e.lockWaited(job, userID, eventIDs, v, b, err)
 	case outcomeQueued:
 		if v.aloneHold() {
 			e.w.logger.Log(ctx, waitLevel(v.n, slog.LevelInfo), "extraction to be sent alone (the model server went down with it) waits for another job's request sent alone (in this serve or another); snoozing", "job_id", job.ID, "user_id", userID,
@@ -1026,6 +1024,13 @@ func (e *extractWorker) fail(ctx context.Context, job *rivertype.JobRow, userID 
 			"final", v.final, "kind", kindName(err), "turns", len(eventIDs), "error", err)
 	}
 	return end
+}
+
+// lockWaited counts and logs a run snoozed for a lock wait (outcomeLockWait).
+func (e *extractWorker) lockWaited(job *rivertype.JobRow, userID string, eventIDs []string, v verdict, b retryBudget, err error) {
+	e.w.lockWaits.Add(1)
+	e.w.logger.Info("extraction waited on a lock; retrying", "job_id", job.ID, "user_id", userID, "lock_waits", v.n,
+		"max_lock_waits", b.maxLockWaits, "turns", len(eventIDs), "retry_in", snoozeOf(v.river).String(), "error", err)
 }
 
 // msgModelUnreachable is logged when an extraction job waits for a model

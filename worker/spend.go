@@ -90,7 +90,8 @@ func (e *Enqueuer) enqueueOverCap(ctx context.Context, tx pgx.Tx, processed map[
 // workOverCap runs an OverCap job: it extracts again with the model the
 // job's turns that are still the offline extractor's and replaces their
 // offline memory. Its failures are River's ordinary retries: the turns keep
-// their offline memory meanwhile, and if every attempt fails, for good.
+// their offline memory meanwhile, and if every attempt fails, for good. A
+// lock wait is not the job's failure (overCapEnd).
 func (e *extractWorker) workOverCap(ctx context.Context, job *river.Job[ExtractArgs]) error {
 	w := e.w
 	s := w.cfg.Store
@@ -137,7 +138,7 @@ func (e *extractWorker) workOverCap(ctx context.Context, job *river.Job[ExtractA
 		done = append(done, extracted{turn: t, result: res})
 		known.apply(res)
 	}
-	return s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
+	err = s.InTx(ctx, func(_ pgx.Tx, q *store.Store) error {
 		done, ids, _, err := keepRemembered(ctx, q, w.jobLockTimeout(ctx), done, nil)
 		if err != nil || len(done) == 0 {
 			return err
@@ -149,6 +150,33 @@ func (e *extractWorker) workOverCap(ctx context.Context, job *river.Job[ExtractA
 		_, err = q.ReplaceOffline(ctx, r)
 		return err
 	})
+	return e.overCapEnd(ctx, job, err)
+}
+
+// overCapEnd is what an over-cap job's run returns for its write's err. A
+// lock timeout or a deadlock (store.IsLockWait: a forget or a clear held
+// the user's lock past jobLockTimeout) is snoozed as the normal path
+// snoozes it (outcome's lock wait: counted in metaLockWaits, up to
+// Config.MaxLockWaits), spending no attempt; before, it was an ordinary
+// retry, each wait an attempt. Past that bound, and any other error, it
+// is River's ordinary retry as before. The job's turns are never marked
+// failed (fail would): they keep their offline memory.
+func (e *extractWorker) overCapEnd(ctx context.Context, job *river.Job[ExtractArgs], err error) error {
+	if err == nil || !store.IsLockWait(err) {
+		return err
+	}
+	b := e.w.budget()
+	v := outcome(err, job.JobRow, false, b)
+	if v.label != outcomeLockWait {
+		return err
+	}
+	// Not counted (no River run to set the metadata): an ordinary retry,
+	// so that the wait stays bounded.
+	if v = countSnooze(ctx, job.JobRow, err, v, b); v.label != outcomeLockWait {
+		return err
+	}
+	e.lockWaited(job.JobRow, job.Args.UserID, job.Args.EventIDs, v, b, err)
+	return &jobEnd{op: "extract", label: v.label, river: v.river, cause: err}
 }
 
 // SpendReport is today's model spend against the caps.

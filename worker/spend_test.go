@@ -294,9 +294,12 @@ func TestSpendCapBurst(t *testing.T) {
 // longer than the save does: under half of the job's remaining time, so
 // that the wait ends as a lock timeout, not as the job's own timeout.
 // Before, it waited the whole LockTimeout (here an hour), and the job ran
-// out of its JobTimeout waiting. (The flush of the call's tokens before
-// it gives up on the lock after afterCancelTimeout, 5 s: the JobTimeout
-// leaves room for it.)
+// out of its JobTimeout waiting. And the lock timeout is what it is on the
+// normal path, a snooze counted in memoryd_lock_waits that spends no
+// attempt: before (review57), the over-cap job returned it as an ordinary
+// error, an attempt spent on a lock another transaction held. (The flush
+// of the call's tokens before it gives up on the lock after
+// afterCancelTimeout, 5 s: the JobTimeout leaves room for it.)
 func TestOverCapLockWaitEndsWithinTheJobsTime(t *testing.T) {
 	e := setup(t)
 	srv, _ := spendModel(t)
@@ -328,19 +331,25 @@ func TestOverCapLockWaitEndsWithinTheJobsTime(t *testing.T) {
 	if _, err := client.JobRetry(e.ctx, jobs[0].ID); err != nil {
 		t.Fatal(err)
 	}
-	var first string
+	var (
+		ended *rivertype.JobRow
+		meta  struct {
+			Waits  int    `json:"memoryd_lock_waits"`
+			Reason string `json:"memoryd_snooze_reason"`
+		}
+	)
 	e.waitFor("the over-cap job's run behind the lock to end", func() (bool, string) {
 		j, err := client.JobGet(e.ctx, jobs[0].ID)
 		if err != nil {
 			return false, err.Error()
 		}
-		if len(j.Errors) > 0 {
-			first = j.Errors[0].Error
-		}
-		return len(j.Errors) > 0, fmt.Sprintf("%s, errors %+v", j.State, j.Errors)
+		_ = json.Unmarshal(j.Metadata, &meta)
+		ended = j
+		return len(j.Errors) > 0 || meta.Waits > 0, fmt.Sprintf("%s, errors %+v, metadata %s", j.State, j.Errors, j.Metadata)
 	})
-	if !strings.Contains(first, "lock timeout") {
-		t.Fatalf("the over-cap job's run behind the user's lock ended with %q; want a lock timeout, within the job's time", first)
+	if len(ended.Errors) > 0 || meta.Waits < 1 || !strings.Contains(meta.Reason, "lock timeout") {
+		t.Fatalf("the over-cap job's run behind the user's lock ended with errors %+v, metadata %s; want a lock timeout snoozed as a lock wait (memoryd_lock_waits), no attempt spent",
+			ended.Errors, ended.Metadata)
 	}
 
 	if err := lock.tx.Rollback(e.ctx); err != nil {
