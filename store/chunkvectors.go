@@ -355,16 +355,64 @@ func (s *Store) SaveChunkEmbeddingRefusals(ctx context.Context, model string, co
 // ForgetChunkEmbeddingRefusals deletes the chunk refusals recorded for
 // model of the collections user owns (of every collection when empty),
 // as ForgetEmbeddingRefusals does the items', and returns how many were
-// of the documents' current content.
+// of the documents' current content. It deletes them collection by
+// collection, as forgetChunkRefusals does.
 func (s *Store) ForgetChunkEmbeddingRefusals(ctx context.Context, user, model string) (int64, error) {
-	var n int64
-	err := s.db.QueryRow(ctx, `WITH d AS (DELETE FROM chunk_embedding_refusals r USING documents d, collections c
-		WHERE r.collection_id = d.collection_id AND r.doc_id = d.doc_id AND c.id = d.collection_id AND r.model = $2
-		  AND ($1 = '' OR (c.owner_kind = 'user' AND c.owner = $1))
-		RETURNING r.content_hash = d.content_hash AS current)
-		SELECT count(*) FILTER (WHERE current) FROM d`, user, model).Scan(&n)
+	n, err := s.forgetChunkRefusals(ctx, user, model, false)
 	if err != nil {
 		return 0, fmt.Errorf("forget chunk embedding refusals: %w", err)
+	}
+	return n, nil
+}
+
+// forgetChunkRefusals deletes the chunk refusals recorded for model of
+// the collections user owns (of every collection when empty), those
+// recorded before the model's dimensions last changed alone when stale,
+// one transaction per collection, and returns how many were of the
+// documents' current content. Each transaction locks the collection (KEY
+// SHARE) and then the documents holding such refusals (SHARE, in
+// document order), as deleteOtherModelChunks does, before its delete: a
+// put of new content keeps the refusals of the chunks it cuts alike
+// (keptChunkVectors), and one that had read them before such a delete
+// committed saved them again after it, under its new content, forgotten
+// refusals back. It now waits for the put, whose kept refusals the
+// delete then sees, or the put for it.
+func (s *Store) forgetChunkRefusals(ctx context.Context, user, model string, stale bool) (int64, error) {
+	rows, err := s.db.Query(ctx, `SELECT DISTINCT r.collection_id FROM chunk_embedding_refusals r
+		JOIN collections c ON c.id = r.collection_id
+		WHERE r.model = $2 AND ($1 = '' OR (c.owner_kind = 'user' AND c.owner = $1)) ORDER BY 1`, user, model)
+	if err != nil {
+		return 0, err
+	}
+	colls, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, c := range colls {
+		err := s.inTx(ctx, func(q *Store) error {
+			if ok, err := q.shareCollection(ctx, c); !ok || err != nil {
+				return err // or deleted, with its refusals
+			}
+			if _, err := q.db.Exec(ctx, `SELECT count(*) FROM (SELECT FROM documents d WHERE d.collection_id = $1
+				AND EXISTS (SELECT FROM chunk_embedding_refusals r WHERE r.collection_id = d.collection_id AND r.doc_id = d.doc_id AND r.model = $2)
+				ORDER BY d.doc_id FOR SHARE OF d) l`, c, model); err != nil {
+				return err
+			}
+			var cn int64
+			if err := q.db.QueryRow(ctx, `WITH d AS (DELETE FROM chunk_embedding_refusals r USING documents d
+				WHERE r.collection_id = $1 AND d.collection_id = r.collection_id AND d.doc_id = r.doc_id AND r.model = $2
+				  AND (NOT $3 OR r.refused_at < (SELECT m.recorded_at FROM embedding_models m WHERE m.model = r.model))
+				RETURNING r.content_hash = d.content_hash AS current)
+				SELECT count(*) FILTER (WHERE current) FROM d`, c, model, stale).Scan(&cn); err != nil {
+				return err
+			}
+			n += cn
+			return nil
+		})
+		if err != nil {
+			return n, err
+		}
 	}
 	return n, nil
 }

@@ -526,13 +526,7 @@ func (s *Store) ForgetStaleEmbeddingRefusals(ctx context.Context, user, model st
 	if err != nil {
 		return 0, 0, fmt.Errorf("forget stale embedding refusals: %w", err)
 	}
-	err = s.db.QueryRow(ctx, `WITH d AS (DELETE FROM chunk_embedding_refusals r USING documents d, collections c, embedding_models m
-		WHERE r.collection_id = d.collection_id AND r.doc_id = d.doc_id AND c.id = d.collection_id AND r.model = $2
-		  AND ($1 = '' OR (c.owner_kind = 'user' AND c.owner = $1))
-		  AND m.model = r.model AND r.refused_at < m.recorded_at
-		RETURNING r.content_hash = d.content_hash AS current)
-		SELECT count(*) FILTER (WHERE current) FROM d`, user, model).Scan(&chunks)
-	if err != nil {
+	if chunks, err = s.forgetChunkRefusals(ctx, user, model, true); err != nil {
 		return 0, 0, fmt.Errorf("forget stale chunk embedding refusals: %w", err)
 	}
 	return items, chunks, nil
