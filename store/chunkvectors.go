@@ -732,21 +732,7 @@ type keptVectors struct {
 // of it. A text the old content held twice gives its first chunk's.
 func (s *Store) keptChunkVectors(ctx context.Context, collectionID int64, docID, hash string, cut []ChunkText) (keptVectors, error) {
 	paths, texts, _, _ := chunkColumns(cut)
-	rows, err := s.db.Query(ctx, `
-		WITH n AS MATERIALIZED (SELECT (u.i - 1)::int AS i, u.t,
-				CASE WHEN u.h = '' THEN '{}'::text[] ELSE string_to_array(u.h, E'\x1f') END AS path
-			FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS u(h, t, i)),
-		o AS MATERIALIZED (SELECT n.i, ch.chunk_index, `+chunkSum("ch")+` AS sum
-			FROM n JOIN doc_chunks ch ON ch.collection_id = $1 AND ch.doc_id = $2 AND ch.text = n.t AND ch.heading_path = n.path)
-		(SELECT DISTINCT ON (o.i, e.model) false, o.i, e.model, o.sum, e.dims, e.vector, NULL::timestamptz
-		FROM o JOIN chunk_embeddings e ON e.collection_id = $1 AND e.doc_id = $2 AND e.chunk_index = o.chunk_index
-			AND e.content_hash = $5`+usableVector("e", "e.model")+`
-		ORDER BY o.i, e.model, o.chunk_index)
-		UNION ALL
-		(SELECT DISTINCT ON (o.i, r.model) true, o.i, r.model, o.sum, NULL, NULL, r.refused_at
-		FROM o JOIN chunk_embedding_refusals r ON r.collection_id = $1 AND r.doc_id = $2 AND r.chunk_index = o.chunk_index
-			AND r.content_hash = $5
-		ORDER BY o.i, r.model, o.chunk_index)`, collectionID, docID, paths, texts, hash)
+	rows, err := s.db.Query(ctx, keptChunkVectorsSQL, collectionID, docID, paths, texts, hash)
 	if err != nil {
 		return keptVectors{}, fmt.Errorf("read kept chunk vectors: %w", err)
 	}
@@ -774,6 +760,30 @@ func (s *Store) keptChunkVectors(ctx context.Context, collectionID int64, docID,
 	}
 	return k, nil
 }
+
+// keptChunkVectorsSQL is keptChunkVectors' statement. Each old chunk's
+// vectors and refusals are read by its index (LATERAL, OFFSET 0 so that
+// it is not pulled up into a join: the index is a condition of the
+// lookup). Joined, the planner, which took the old chunks that match for
+// one row, scanned every vector of the document for each of them
+// (TestPutOfNewContentReadsKeptVectorsByChunk).
+var keptChunkVectorsSQL = `
+		WITH n AS MATERIALIZED (SELECT (u.i - 1)::int AS i, u.t,
+				CASE WHEN u.h = '' THEN '{}'::text[] ELSE string_to_array(u.h, E'\x1f') END AS path
+			FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS u(h, t, i)),
+		o AS MATERIALIZED (SELECT n.i, ch.chunk_index, ` + chunkSum("ch") + ` AS sum
+			FROM n JOIN doc_chunks ch ON ch.collection_id = $1 AND ch.doc_id = $2 AND ch.text = n.t AND ch.heading_path = n.path)
+		(SELECT DISTINCT ON (o.i, e.model) false, o.i, e.model, o.sum, e.dims, e.vector, NULL::timestamptz
+		FROM o CROSS JOIN LATERAL (SELECT e.model, e.dims, e.vector FROM chunk_embeddings e
+			WHERE e.collection_id = $1 AND e.doc_id = $2 AND e.chunk_index = o.chunk_index
+			AND e.content_hash = $5` + usableVector("e", "e.model") + ` OFFSET 0) e
+		ORDER BY o.i, e.model, o.chunk_index)
+		UNION ALL
+		(SELECT DISTINCT ON (o.i, r.model) true, o.i, r.model, o.sum, NULL, NULL, r.refused_at
+		FROM o CROSS JOIN LATERAL (SELECT r.model, r.refused_at FROM chunk_embedding_refusals r
+			WHERE r.collection_id = $1 AND r.doc_id = $2 AND r.chunk_index = o.chunk_index
+			AND r.content_hash = $5 OFFSET 0) r
+		ORDER BY o.i, r.model, o.chunk_index)`
 
 // carryChunkVectors saves k (keptChunkVectors) onto the document's new
 // chunks, in the put's transaction after writeChunks wrote them, under

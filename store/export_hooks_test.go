@@ -19,3 +19,8 @@ func WithDeleteBatch(ctx context.Context, n int) context.Context {
 func WithSpoolPartBytes(ctx context.Context, n int) context.Context {
 	return context.WithValue(ctx, spoolPartKey{}, n)
 }
+
+// KeptChunkVectorsSQL is the statement keptChunkVectors runs, with its
+// parameters: collection id, document id, the new cut's heading paths
+// (joined by headingSep) and texts, the old content's hash.
+var KeptChunkVectorsSQL = keptChunkVectorsSQL
