@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -83,25 +84,17 @@ func TestForgetChunkRefusalsBesidePutOfNewContent(t *testing.T) {
 			}
 			var f forgot
 			finished := false
-			for deadline := time.Now().Add(time.Minute); !finished; {
-				var waiting int
-				if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, putter).Scan(&waiting); err != nil {
-					t.Fatal(err)
-				}
-				if waiting > 0 {
-					break
-				}
+			eventstest.Eventually(t, "the forget finished or waiting for the put", time.Minute, func() (bool, string) {
 				select {
 				case f = <-forgetDone:
 					finished = true
-					continue
+					return true, ""
 				default:
 				}
-				if time.Now().After(deadline) {
-					t.Fatal("the forget neither finished nor waited for the put within a minute")
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				var waiting int
+				err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, putter).Scan(&waiting)
+				return err == nil && waiting > 0, fmt.Sprintf("%d waiting on the put, %v", waiting, err)
+			})
 			if err := hold.Rollback(ctx); err != nil {
 				t.Fatal(err)
 			}
