@@ -167,16 +167,7 @@ func TestSpendCapPerUser(t *testing.T) {
 	if _, err := client.JobRetry(e.ctx, jobs[0].ID); err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor("the over-cap job completed", func() (bool, string) {
-		j, err := client.JobGet(e.ctx, jobs[0].ID)
-		if err != nil {
-			return false, err.Error()
-		}
-		return j.State == rivertype.JobStateCompleted, string(j.State)
-	})
-	if fact, items := e.provenance("alice", "location", "a2"); fact != "llm:Berlin" || !slices.Equal(items, []string{"llm"}) {
-		t.Fatalf("after the reset: location by %q, context of a2 by %v; want the model's alone", fact, items)
-	}
+	overCapJobReplacesRules(t, e, client, jobs[0].ID, "after the reset")
 	if n := srv.Requests(); n != 3 {
 		t.Fatalf("model requests = %d, want 3", n)
 	}
@@ -355,14 +346,22 @@ func TestOverCapLockWaitEndsWithinTheJobsTime(t *testing.T) {
 	if err := lock.tx.Rollback(e.ctx); err != nil {
 		t.Fatal(err)
 	}
+	overCapJobReplacesRules(t, e, client, jobs[0].ID, "after the lock")
+}
+
+// overCapJobReplacesRules waits for the over-cap job id to complete and
+// checks that alice's location fact and the context of her turn a2 are
+// the model's alone (when: the test's moment, for the message).
+func overCapJobReplacesRules(t *testing.T, e *env, client *river.Client[pgx.Tx], id int64, when string) {
+	t.Helper()
 	e.waitFor("the over-cap job completed", func() (bool, string) {
-		j, err := client.JobGet(e.ctx, jobs[0].ID)
+		j, err := client.JobGet(e.ctx, id)
 		if err != nil {
 			return false, err.Error()
 		}
 		return j.State == rivertype.JobStateCompleted, string(j.State)
 	})
 	if fact, items := e.provenance("alice", "location", "a2"); fact != "llm:Berlin" || !slices.Equal(items, []string{"llm"}) {
-		t.Fatalf("after the lock: location by %q, context of a2 by %v; want the model's alone", fact, items)
+		t.Fatalf("%s: location by %q, context of a2 by %v; want the model's alone", when, fact, items)
 	}
 }
