@@ -867,10 +867,11 @@ func (s *Store) ForgetCollections(ctx context.Context, user string, at time.Time
 	}
 	var n int64
 	err := s.inTx(ctx, func(q *Store) (err error) {
-		if n, err = q.deleteDocumentsBefore(ctx, user, at, 0, jobs); err != nil {
+		var locked []int64
+		if n, locked, err = q.deleteDocumentsBefore(ctx, user, at, 0, jobs); err != nil {
 			return err
 		}
-		return q.deleteEmptiedBefore(ctx, user, at, true, jobs)
+		return q.deleteEmptiedBefore(ctx, user, at, locked, true, jobs)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("forget collections: %w", err)
@@ -914,6 +915,9 @@ const deleteBeforeBatch = 500
 // transaction, ForgetUser). A document put again after t, new content
 // or the same, stays: read by created_at, it went, a put answered as
 // stored during the forget (TestForgetCollectionsKeepsADocumentPutAgainAfterIt).
+// Each transaction deletes only in the user's collections it locked
+// first: a collection a put creates and commits after that lock stays,
+// with its documents (deleteDocumentsBefore).
 // The documents go in transactions of
 // deleteBeforeBatch, so that what one call deleted stays deleted when a
 // later batch fails (ctx ending): calling it again goes on. It returns the
@@ -930,11 +934,12 @@ func (s *Store) DeleteDocumentsBefore(ctx context.Context, user string, t time.T
 	for {
 		var batch int64
 		err := s.inTx(ctx, func(q *Store) (err error) {
-			batch, err = q.deleteDocumentsBefore(ctx, user, t, size, jobs)
+			var locked []int64
+			batch, locked, err = q.deleteDocumentsBefore(ctx, user, t, size, jobs)
 			if err != nil || batch == int64(size) {
 				return err
 			}
-			return q.deleteEmptiedBefore(ctx, user, t, false, jobs)
+			return q.deleteEmptiedBefore(ctx, user, t, locked, false, jobs)
 		})
 		if err != nil {
 			return n, fmt.Errorf("delete documents before: %w", err)
@@ -952,31 +957,53 @@ type deleteBatchKey struct{}
 
 // deleteDocumentsBefore deletes up to size (0: all) of the documents
 // DeleteDocumentsBefore deletes, in their order, and their jobs, in q's
-// transaction.
-func (q *Store) deleteDocumentsBefore(ctx context.Context, user string, t time.Time, size int, jobs []RiverJobs) (int64, error) {
+// transaction. It returns how many it deleted and the ids of the user's
+// collections it locked, the only ones it and deleteEmptiedBefore after
+// it touch.
+func (q *Store) deleteDocumentsBefore(ctx context.Context, user string, t time.Time, size int, jobs []RiverJobs) (int64, []int64, error) {
 	var limit any // LIMIT NULL: all
 	if size > 0 {
 		limit = size
 	}
-	// The collections first, locked against puts (FOR UPDATE conflicts
-	// with the FOR KEY SHARE a put holds on its collection until it
-	// commits, see collection): a put that holds one commits before the
+	// The collections first, the user's of t or before, locked against
+	// puts and chunk vector saves (FOR UPDATE conflicts with the FOR KEY
+	// SHARE each holds on its collection until it commits, see collection
+	// and shareCollection): one that holds one commits before the
 	// statements below take their snapshots, so a document it wrote after
 	// t is seen, and its collection is not taken for empty and deleted
-	// with it by the cascade; a later put waits for this transaction.
-	// Locked before any document, as a put takes its collection before
-	// its document (no deadlock with one).
-	if _, err := q.db.Exec(ctx, `SELECT 1 FROM collections WHERE owner_kind = 'user' AND owner = $1 AND created_at <= $2
-		ORDER BY id FOR UPDATE`, user, t); err != nil {
-		return 0, err
-	}
-	rows, err := q.db.Query(ctx, `DELETE FROM documents d WHERE (d.collection_id, d.doc_id) IN (
-			SELECT d2.collection_id, d2.doc_id FROM documents d2 JOIN collections c ON c.id = d2.collection_id
-			WHERE c.owner_kind = 'user' AND c.owner = $1 AND coalesce(d2.put_at, d2.created_at) <= $2
-			ORDER BY d2.collection_id, d2.doc_id LIMIT $3)
-		RETURNING d.collection_id, d.doc_id`, user, t, limit)
+	// with it by the cascade; a later one waits for this transaction.
+	// Locked in id order before any document, as a put takes its
+	// collection before its document. Only these: a collection a put
+	// created and committed after this lock (not seen by it) is neither
+	// emptied nor deleted here, as one created after the delete's
+	// snapshot was not. Deleting its documents, and then locking it to
+	// delete it emptied, waited for a put or save into it that held its
+	// key share lock and waited for one of those documents: a deadlock
+	// (40P01) that rolled this transaction back
+	// (TestForgetOfDocumentsBesidePutIntoACollectionCreatedDuringIt). A
+	// collection created after t (by a put after the forget) is not
+	// locked either, so puts into it do not wait: a document in it is of
+	// after t, but for one a put begun before t wrote into it once it was
+	// created, which stays too.
+	rows, err := q.db.Query(ctx, `SELECT id FROM collections WHERE owner_kind = 'user' AND owner = $1 AND created_at <= $2
+		ORDER BY id FOR UPDATE`, user, t)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
+	}
+	locked, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(locked) == 0 {
+		return 0, nil, nil
+	}
+	rows, err = q.db.Query(ctx, `DELETE FROM documents d WHERE (d.collection_id, d.doc_id) IN (
+			SELECT d2.collection_id, d2.doc_id FROM documents d2
+			WHERE d2.collection_id = ANY($1) AND coalesce(d2.put_at, d2.created_at) <= $2
+			ORDER BY d2.collection_id, d2.doc_id LIMIT $3)
+		RETURNING d.collection_id, d.doc_id`, locked, t, limit)
+	if err != nil {
+		return 0, nil, err
 	}
 	var (
 		cols []int64
@@ -988,31 +1015,37 @@ func (q *Store) deleteDocumentsBefore(ctx context.Context, user string, t time.T
 		cols, docs = append(cols, col), append(docs, doc)
 		return nil
 	}); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	// As DeleteDocument: a job naming other documents too (MoreField)
 	// stays, and goes with its collection.
 	if len(docs) > 0 {
 		if err := q.deleteJobsWhere(ctx, jobs, docJob, docJobCond, cols, docs); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 	}
-	return int64(len(docs)), nil
+	return int64(len(docs)), locked, nil
 }
 
-// deleteEmptiedBefore deletes, in q's transaction (which holds the
-// collections' locks), the user's collections of t or before left without
-// a document, their jobs, and the user's reader grants of t or before.
+// deleteEmptiedBefore deletes, in q's transaction (which holds the locks
+// of the collections locked, deleteDocumentsBefore), those of them of t
+// or before left without a document, their jobs, and the user's reader
+// grants of t or before. A collection of the user's not locked before is
+// left: its lock, taken now after documents' deletes, could close a
+// cycle with a put into it (see deleteDocumentsBefore).
 // With keepDefaults (a forget's, ForgetCollections, right after its
 // memory's transaction deleted the defaults chosen before it), a
 // collection one of the user's default collections names stays: the user
 // chose it since, and it went with the collection, answered ok
 // (TestForgetKeepsADefaultCollectionChosenDuringIt).
-func (q *Store) deleteEmptiedBefore(ctx context.Context, user string, t time.Time, keepDefaults bool, jobs []RiverJobs) error {
-	if _, err := q.deleteCollectionsWhere(ctx, jobs, `owner_kind = 'user' AND owner = $1 AND created_at <= $2
-		AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.collection_id = collections.id)
-		AND NOT ($3 AND EXISTS (SELECT 1 FROM doc_defaults dd WHERE dd.user_id = $1 AND dd.collection_id = collections.id))`, user, t, keepDefaults); err != nil {
-		return err
+func (q *Store) deleteEmptiedBefore(ctx context.Context, user string, t time.Time, locked []int64, keepDefaults bool, jobs []RiverJobs) error {
+	if len(locked) > 0 {
+		if _, err := q.deleteCollectionsWhere(ctx, jobs, `id = ANY($4) AND owner_kind = 'user' AND owner = $1 AND created_at <= $2
+			AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.collection_id = collections.id)
+			AND NOT ($3 AND EXISTS (SELECT 1 FROM doc_defaults dd WHERE dd.user_id = $1 AND dd.collection_id = collections.id))`,
+			user, t, keepDefaults, locked); err != nil {
+			return err
+		}
 	}
 	// A statement of its own before the delete, whose snapshot then holds
 	// every grant that held the lock before (see GrantReader).
