@@ -44,6 +44,9 @@ type crashingServer struct {
 	mu      sync.Mutex
 	srv     *http.Server
 	stopped bool // at the test's end: no restart
+	// sock is the server's one socket, bound to addr for the server's
+	// whole life (heldSocket).
+	sock *heldSocket
 
 	poisonSent atomic.Int64 // requests holding poison, each a crash
 	// crashLimit, when above 0, is how many poison requests crash it;
@@ -69,17 +72,19 @@ type crashingServer struct {
 
 func newCrashingServer(t testing.TB, poison string, downFor time.Duration) *crashingServer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	sock, err := holdSocket()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &crashingServer{t: t, addr: ln.Addr().String(), poison: []byte(poison), downFor: downFor}
-	s.serve(ln)
+	ln := sock.ln
+	s := &crashingServer{t: t, addr: ln.Addr().String(), poison: []byte(poison), downFor: downFor, sock: sock}
+	s.serve()
 	t.Cleanup(func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.stopped = true
 		_ = s.srv.Close()
+		_ = s.sock.ln.Close()
 	})
 	return s
 }
@@ -87,11 +92,143 @@ func newCrashingServer(t testing.TB, poison string, downFor time.Duration) *cras
 // URL is the base URL an extractor.LLM takes.
 func (s *crashingServer) URL() string { return "http://" + s.addr + "/v1" }
 
-func (s *crashingServer) serve(ln net.Listener) {
+// serve serves on the socket, listening. Under mu but in
+// newCrashingServer.
+func (s *crashingServer) serve() {
 	srv := &http.Server{Handler: http.HandlerFunc(s.handle)}
 	s.srv = srv
+	ln := s.sock.serving()
 	go func() { _ = srv.Serve(ln) }()
 }
+
+// heldSocket is a crashingServer's listening socket, kept bound to its
+// address while the server is down: closing it (the http.Server's Close,
+// at a crash) only stops it listening (shutdown), so that connections to
+// the address are refused as a dead process's are, and its restart makes
+// it listen again. Before, a crash closed the socket and freed the port
+// for the outage, and a listener of another test process running beside
+// (net.Listen of port 0, as httptest's) could be given it: the worker's
+// requests then met that other server (TestCrashingServerHoldsItsPortWhileDown),
+// and turns meant to wait for the outage spent their attempts on its
+// answers (the likeliest cause of TestServerDownWithNoRequestInFlightWaits
+// failing 4 of 6 turns once in a full run, beside every other package's
+// tests, and never alone). While down, SO_REUSEADDR is off, so that no other
+// socket may bind the port at all; it is on again to listen, so that the
+// connections closed at the crash (TIME_WAIT) do not hold the port
+// against it.
+type heldSocket struct {
+	ln *net.TCPListener
+	rc syscall.RawConn
+
+	mu  sync.Mutex
+	gen int // of the current serving; a Close of an earlier one is a no-op
+	up  bool
+}
+
+// holdSocket returns a socket listening on a free port of 127.0.0.1,
+// bound to it by number: a socket bound to port 0 gives its port up when
+// it stops listening (Linux). The port is found with a listener of port
+// 0, closed just before: another socket taking it in between makes the
+// bind fail, and another port is tried.
+func holdSocket() (*heldSocket, error) {
+	var ln net.Listener
+	var err error
+	for range 10 {
+		var free net.Listener
+		if free, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return nil, fmt.Errorf("hold socket: %w", err)
+		}
+		addr := free.Addr().String()
+		_ = free.Close()
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("hold socket: %w", err)
+	}
+	tl := ln.(*net.TCPListener)
+	rc, err := tl.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("hold socket: %w", err)
+	}
+	return &heldSocket{ln: tl, rc: rc, up: true}, nil
+}
+
+// control runs f on the socket's descriptor.
+func (h *heldSocket) control(f func(fd int) error) error {
+	var ferr error
+	if err := h.rc.Control(func(fd uintptr) { ferr = f(int(fd)) }); err != nil {
+		return err
+	}
+	return ferr
+}
+
+// serving returns the listener of a new serving, listening again first
+// if it was stopped.
+func (h *heldSocket) serving() net.Listener {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.gen++
+	if !h.up {
+		if err := h.control(func(fd int) error {
+			if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
+				return err
+			}
+			return syscall.Listen(fd, syscall.SOMAXCONN)
+		}); err != nil {
+			panic(fmt.Sprint("listen again: ", err)) // the fake's own failure, not the worker's
+		}
+		h.up = true
+	}
+	return &servedListener{TCPListener: h.ln, h: h, gen: h.gen}
+}
+
+// listening reports whether the socket listens (a serving not stopped).
+func (h *heldSocket) listening() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.up
+}
+
+// stop stops the socket listening, if serving gen is the current one:
+// connections waiting to be accepted are reset, and new ones refused.
+func (h *heldSocket) stop(gen int) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if gen != h.gen || !h.up {
+		return nil
+	}
+	h.up = false
+	return h.control(func(fd int) error {
+		if err := syscall.Shutdown(fd, syscall.SHUT_RD); err != nil {
+			return err
+		}
+		return syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 0)
+	})
+}
+
+// stopAll stops the socket listening, whichever serving is current.
+func (h *heldSocket) stopAll() {
+	h.mu.Lock()
+	gen := h.gen
+	h.mu.Unlock()
+	if err := h.stop(gen); err != nil {
+		panic(fmt.Sprint("stop listening: ", err)) // the fake's own failure, not the worker's
+	}
+}
+
+// servedListener is the socket as one http.Server serves it: its Close
+// stops the socket listening, once, and only while that serving is the
+// current one (http.Server.Serve closes its listener again as it
+// returns, which may be after a restart).
+type servedListener struct {
+	*net.TCPListener
+	h   *heldSocket
+	gen int
+}
+
+func (l *servedListener) Close() error { return l.h.stop(l.gen) }
 
 func (s *crashingServer) handle(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
@@ -141,32 +278,39 @@ func (s *crashingServer) crash(w http.ResponseWriter) {
 	}
 	s.mu.Lock()
 	s.cut.Add(s.inFlight.Load())
-	_ = s.srv.Close()
+	s.goDownLocked()
 	s.mu.Unlock()
 	_ = conn.Close()
 	time.AfterFunc(s.downFor, s.restart)
 }
 
+// goDown takes the server down as a process that dies does: its
+// connections closed, and connections to its address refused from the
+// moment it returns, until restart.
+func (s *crashingServer) goDown() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.goDownLocked()
+}
+
+// goDownLocked is goDown under mu. The socket is stopped here, not
+// only by the http.Server's Close: a Close before the Serve goroutine
+// has taken the listener leaves it listening until that goroutine runs,
+// and a connection made meanwhile was accepted, then reset
+// (TestCrashingServerHoldsItsPortWhileDown: "connection reset by peer"),
+// which the extractor takes for a crash with the request in flight.
+func (s *crashingServer) goDownLocked() {
+	_ = s.srv.Close()
+	s.sock.stopAll()
+}
+
 func (s *crashingServer) restart() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stopped {
+	if s.stopped || s.sock.listening() {
 		return
 	}
-	// Bounded: the port was just freed by this process.
-	var ln net.Listener
-	var err error
-	for range 100 {
-		if ln, err = net.Listen("tcp", s.addr); err == nil || !errors.Is(err, syscall.EADDRINUSE) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err != nil {
-		s.t.Errorf("restart on %s: %v", s.addr, err)
-		return
-	}
-	s.serve(ln)
+	s.serve()
 }
 
 // crashLoopRun publishes turns of several users in waves, one poison turn
@@ -285,9 +429,7 @@ func TestServerCrashWithATurnOnceIsNotTheTurns(t *testing.T) {
 func TestServerDownWithNoRequestInFlightWaits(t *testing.T) {
 	e := setup(t)
 	srv := newCrashingServer(t, "never sent", time.Second)
-	srv.mu.Lock()
-	_ = srv.srv.Close()
-	srv.mu.Unlock()
+	srv.goDown()
 	time.AfterFunc(2*time.Second, srv.restart)
 	llm, err := extractor.NewLLM(extractor.LLMConfig{BaseURL: srv.URL(), Model: "fake"})
 	if err != nil {
@@ -402,5 +544,37 @@ func insertJobOf(t *testing.T, e *env, turns []store.Turn, ids []string) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCrashingServerHoldsItsPortWhileDown: while the fake model server is
+// down, its address refuses connections, as a dead process's does, and no
+// other socket may take its port: a listener of another test process
+// given it (net.Listen of port 0) would answer the worker's requests in
+// its stead, failing turns that are meant to wait for the outage.
+// Restarted, it answers on the same address.
+func TestCrashingServerHoldsItsPortWhileDown(t *testing.T) {
+	srv := newCrashingServer(t, "never sent", time.Hour) // restarted below
+	srv.goDown()
+	if c, err := net.Dial("tcp", srv.addr); err == nil {
+		_ = c.Close()
+		t.Fatalf("dial of the server down on %s: connected; want refused", srv.addr)
+	} else if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("dial of the server down on %s: %v; want refused", srv.addr, err)
+	}
+	if ln, err := net.Listen("tcp", srv.addr); err == nil {
+		_ = ln.Close()
+		t.Fatalf("another listener took the port of the server down (%s); want EADDRINUSE while it is down", srv.addr)
+	} else if !errors.Is(err, syscall.EADDRINUSE) {
+		t.Fatalf("another listener on the port of the server down (%s): %v; want EADDRINUSE", srv.addr, err)
+	}
+	srv.restart()
+	resp, err := http.Post(srv.URL()+"/chat/completions", "application/json", strings.NewReader(`{"model":"fake"}`))
+	if err != nil {
+		t.Fatalf("request after the restart: %v", err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || srv.answered.Load() != 1 {
+		t.Fatalf("request after the restart: status %d, %d answered; want 200, 1", resp.StatusCode, srv.answered.Load())
 	}
 }
