@@ -408,7 +408,7 @@ func TestStopCancelsAForgetInProgress(t *testing.T) {
 		{"deleting documents", func(ctx context.Context, tx pgx.Tx, _ *store.Store) error {
 			_, err := tx.Exec(ctx, `SELECT 1 FROM collections WHERE owner_kind = 'user' AND owner = 'alice' FOR UPDATE`)
 			return err
-		}, "SELECT 1 FROM collections WHERE owner_kind = 'user' AND owner = $1%FOR UPDATE", "deleting their documents did not finish", false},
+		}, "SELECT id FROM collections WHERE owner_kind = 'user' AND owner = $1%FOR UPDATE", "deleting their documents did not finish", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -30,7 +30,7 @@ func TestStopCancelsAForgetPastItsDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	sent := time.Now()
-	errc := forgetWaitingOn(t, ctx, a, other, pid, "SELECT 1 FROM collections WHERE owner_kind = 'user' AND owner = $1%FOR UPDATE")
+	errc := forgetWaitingOn(t, ctx, a, other, pid, "SELECT id FROM collections WHERE owner_kind = 'user' AND owner = $1%FOR UPDATE")
 	// The condition under test is the request's own deadline having
 	// passed: wait it out.
 	<-time.After(time.Until(sent.Add(forgetTimeout + 500*time.Millisecond)))
