@@ -900,6 +900,11 @@ func (s *Store) CollectionUsers(ctx context.Context, t time.Time) ([]string, err
 // in a transaction that then rolls back, at every start.
 const deleteBeforeBatch = 500
 
+// deleteBeforeRounds bounds the rounds of deleteDocumentsBefore's locks:
+// each finds collections of the user's that puts begun before the
+// forget's time created meanwhile, a handful at most.
+const deleteBeforeRounds = 20
+
 // DeleteDocumentsBefore deletes what DeleteCollections deletes of user's,
 // as far as it was there at the time t (a forget's, which its process did
 // not live to finish): the documents last put at or before t (put_at; a
@@ -973,10 +978,9 @@ func (q *Store) deleteDocumentsBefore(ctx context.Context, user string, t time.T
 	// t is seen, and its collection is not taken for empty and deleted
 	// with it by the cascade; a later one waits for this transaction.
 	// Locked in id order before any document, as a put takes its
-	// collection before its document. Only these: a collection a put
-	// created and committed after this lock (not seen by it) is neither
-	// emptied nor deleted here, as one created after the delete's
-	// snapshot was not. Deleting its documents, and then locking it to
+	// collection before its document. Documents are deleted only in
+	// collections locked first: deleting the documents of a collection a
+	// put created and committed after the lock, and then locking it to
 	// delete it emptied, waited for a put or save into it that held its
 	// key share lock and waited for one of those documents: a deadlock
 	// (40P01) that rolled this transaction back
@@ -985,37 +989,62 @@ func (q *Store) deleteDocumentsBefore(ctx context.Context, user string, t time.T
 	// locked either, so puts into it do not wait: a document in it is of
 	// after t, but for one a put begun before t wrote into it once it was
 	// created, which stays too.
-	rows, err := q.db.Query(ctx, `SELECT id FROM collections WHERE owner_kind = 'user' AND owner = $1 AND created_at <= $2
-		ORDER BY id FOR UPDATE`, user, t)
-	if err != nil {
-		return 0, nil, err
-	}
-	locked, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return 0, nil, err
-	}
-	if len(locked) == 0 {
-		return 0, nil, nil
-	}
-	rows, err = q.db.Query(ctx, `DELETE FROM documents d WHERE (d.collection_id, d.doc_id) IN (
-			SELECT d2.collection_id, d2.doc_id FROM documents d2
-			WHERE d2.collection_id = ANY($1) AND coalesce(d2.put_at, d2.created_at) <= $2
-			ORDER BY d2.collection_id, d2.doc_id LIMIT $3)
-		RETURNING d.collection_id, d.doc_id`, locked, t, limit)
-	if err != nil {
-		return 0, nil, err
-	}
+	//
+	// Then again, until a round locks none: a collection a put begun
+	// before t created and committed after the lock before (while it
+	// waited for a put into one of the user's collections) holds a
+	// document put before t, answered before the forget, which must go
+	// (TestForgetDeletesAPutBeforeItIntoACollectionCreatedDuringIt). It is
+	// locked before any of its documents is deleted, so a put or save into
+	// it, which touches only its own collection's rows, waits for nothing
+	// this transaction holds: no cycle. The rounds end: a collection of t
+	// or before comes only from a put begun before t, and one locked here
+	// is not created again while this transaction holds it.
 	var (
-		cols []int64
-		docs []string
-		col  int64
-		doc  string
+		locked = []int64{} // not nil: NOT id = ANY(NULL) is never true
+		cols   []int64
+		docs   []string
 	)
-	if _, err := pgx.ForEachRow(rows, []any{&col, &doc}, func() error {
-		cols, docs = append(cols, col), append(docs, doc)
-		return nil
-	}); err != nil {
-		return 0, nil, err
+	for round := 1; ; round++ {
+		rows, err := q.db.Query(ctx, `SELECT id FROM collections WHERE owner_kind = 'user' AND owner = $1 AND created_at <= $2
+			AND NOT id = ANY($3) ORDER BY id FOR UPDATE`, user, t, locked)
+		if err != nil {
+			return 0, nil, err
+		}
+		fresh, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return 0, nil, err
+		}
+		if len(fresh) == 0 {
+			break
+		}
+		if round > deleteBeforeRounds {
+			return 0, nil, fmt.Errorf("collections of the user's still created during the delete after %d rounds: run it again", deleteBeforeRounds)
+		}
+		locked = append(locked, fresh...)
+		if limit != nil && len(docs) >= size {
+			break // the batch is full: the next one goes on
+		}
+		var left any = limit
+		if limit != nil {
+			left = size - len(docs)
+		}
+		rows, err = q.db.Query(ctx, `DELETE FROM documents d WHERE (d.collection_id, d.doc_id) IN (
+				SELECT d2.collection_id, d2.doc_id FROM documents d2
+				WHERE d2.collection_id = ANY($1) AND coalesce(d2.put_at, d2.created_at) <= $2
+				ORDER BY d2.collection_id, d2.doc_id LIMIT $3)
+			RETURNING d.collection_id, d.doc_id`, fresh, t, left)
+		if err != nil {
+			return 0, nil, err
+		}
+		var col int64
+		var doc string
+		if _, err := pgx.ForEachRow(rows, []any{&col, &doc}, func() error {
+			cols, docs = append(cols, col), append(docs, doc)
+			return nil
+		}); err != nil {
+			return 0, nil, err
+		}
 	}
 	// As DeleteDocument: a job naming other documents too (MoreField)
 	// stays, and goes with its collection.
