@@ -23,17 +23,7 @@ import (
 // of its documents (the new one in a round of its own, after the put into
 // it commits), and nothing waits in a cycle.
 func TestForgetOfDocumentsBesidePutIntoACollectionCreatedDuringIt(t *testing.T) {
-	for _, c := range []struct {
-		name   string
-		delete func(ctx context.Context, s *store.Store, at time.Time) (int64, error)
-	}{
-		{"finish of a forget cut short", func(ctx context.Context, s *store.Store, at time.Time) (int64, error) {
-			return s.DeleteDocumentsBefore(ctx, "alice", at)
-		}},
-		{"forget", func(ctx context.Context, s *store.Store, at time.Time) (int64, error) {
-			return s.ForgetCollections(ctx, "alice", at)
-		}},
-	} {
+	for _, c := range forgetDocumentDeletes {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, s := setup(t)
 			put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "a", Source: "a.md", Content: "# A\n\nThe first fact.\n", Chunk: chunkWith})
@@ -77,12 +67,7 @@ func TestForgetOfDocumentsBesidePutIntoACollectionCreatedDuringIt(t *testing.T) 
 				t.Errorf("the put into the new collection: commit: %v", err)
 			}
 			derr := <-done
-			var kb, docs int
-			if err := s.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE name = 'kb'),
-				(SELECT count(*) FROM documents d JOIN collections c ON c.id = d.collection_id WHERE c.owner = 'alice')
-				FROM collections WHERE owner = 'alice'`).Scan(&kb, &docs); err != nil {
-				t.Fatal(err)
-			}
+			_, kb, docs := aliceCollectionsAndDocuments(t, ctx, s)
 			if derr != nil {
 				// Rolled back: kb and its document were left.
 				t.Fatalf("the forget's delete beside a put into a collection created during it: %v (%d kb collections, %d documents of alice left); want it done", derr, kb, docs)
@@ -95,4 +80,31 @@ func TestForgetOfDocumentsBesidePutIntoACollectionCreatedDuringIt(t *testing.T) 
 			}
 		})
 	}
+}
+
+// forgetDocumentDeletes are the two ways a forget deletes a user's
+// documents: the forget's own (ForgetCollections) and the finish of a
+// forget cut short (DeleteDocumentsBefore), alice's of at or before.
+var forgetDocumentDeletes = []struct {
+	name   string
+	delete func(ctx context.Context, s *store.Store, at time.Time) (int64, error)
+}{
+	{"finish of a forget cut short", func(ctx context.Context, s *store.Store, at time.Time) (int64, error) {
+		return s.DeleteDocumentsBefore(ctx, "alice", at)
+	}},
+	{"forget", func(ctx context.Context, s *store.Store, at time.Time) (int64, error) {
+		return s.ForgetCollections(ctx, "alice", at)
+	}},
+}
+
+// aliceCollectionsAndDocuments counts alice's collections, those of them
+// named kb, and the documents in them.
+func aliceCollectionsAndDocuments(t *testing.T, ctx context.Context, s *store.Store) (cols, kb, docs int) {
+	t.Helper()
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE name = 'kb'),
+		(SELECT count(*) FROM documents d JOIN collections c ON c.id = d.collection_id WHERE c.owner = 'alice')
+		FROM collections WHERE owner = 'alice'`).Scan(&cols, &kb, &docs); err != nil {
+		t.Fatal(err)
+	}
+	return cols, kb, docs
 }

@@ -19,17 +19,7 @@ import (
 // left that collection with its document (an ok forget, a write of the
 // user's answered before it, left).
 func TestForgetDeletesAPutBeforeItIntoACollectionCreatedDuringIt(t *testing.T) {
-	for _, c := range []struct {
-		name   string
-		delete func(ctx context.Context, s *store.Store, at time.Time) (int64, error)
-	}{
-		{"finish of a forget cut short", func(ctx context.Context, s *store.Store, at time.Time) (int64, error) {
-			return s.DeleteDocumentsBefore(ctx, "alice", at)
-		}},
-		{"forget", func(ctx context.Context, s *store.Store, at time.Time) (int64, error) {
-			return s.ForgetCollections(ctx, "alice", at)
-		}},
-	} {
+	for _, c := range forgetDocumentDeletes {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, s := setup(t)
 			put(t, ctx, s, store.DocumentPut{Owner: alice, Collection: "kb", DocID: "a", Source: "a.md", Content: "# A\n\nThe first fact.\n", Chunk: chunkWith})
@@ -75,12 +65,7 @@ func TestForgetDeletesAPutBeforeItIntoACollectionCreatedDuringIt(t *testing.T) {
 			if err := <-done; err != nil {
 				t.Fatalf("the forget's delete: %v", err)
 			}
-			var cols, docs int
-			if err := s.Pool().QueryRow(ctx, `SELECT count(*),
-				(SELECT count(*) FROM documents d JOIN collections c ON c.id = d.collection_id WHERE c.owner = 'alice')
-				FROM collections WHERE owner = 'alice'`).Scan(&cols, &docs); err != nil {
-				t.Fatal(err)
-			}
+			cols, _, docs := aliceCollectionsAndDocuments(t, ctx, s)
 			if deleted != 2 || cols != 0 || docs != 0 {
 				t.Fatalf("deleted %d documents, %d collections and %d documents of alice left; want 2 deleted, none left: the put into the new collection was answered before the forget and put before its time", deleted, cols, docs)
 			}
