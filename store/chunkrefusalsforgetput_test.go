@@ -2,11 +2,8 @@ package store_test
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"testing"
-	"time"
 
-	"github.com/memoryd/memoryd/events/eventstest"
 	"github.com/memoryd/memoryd/store"
 )
 
@@ -18,9 +15,8 @@ import (
 // committed, they came back, and the retry the operator asked for left
 // those chunks out. Now the forget locks the documents holding the
 // refusals, as deleteOtherModelChunks does: it waits for the put and
-// then deletes what the put kept. The put is held after its read by a
-// row trigger on its delete of the old chunks (waiting on an advisory
-// lock the test holds).
+// then deletes what the put kept. The put is held after its read, at
+// its delete of the old chunks (holdStatements).
 func TestForgetChunkRefusalsBesidePutOfNewContent(t *testing.T) {
 	for _, stale := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stale=%v", stale), func(t *testing.T) {
@@ -39,30 +35,17 @@ func TestForgetChunkRefusalsBesidePutOfNewContent(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			key := rand.Int64()
-			if _, err := s.Pool().Exec(ctx, fmt.Sprintf(`
-				CREATE FUNCTION test_hold_put() RETURNS trigger LANGUAGE plpgsql AS $$
-				BEGIN PERFORM pg_advisory_xact_lock_shared(%d); RETURN OLD; END $$;
-				CREATE TRIGGER test_hold_put BEFORE DELETE ON doc_chunks FOR EACH ROW
-					WHEN (OLD.collection_id = %d) EXECUTE FUNCTION test_hold_put()`, key, r.Collection.ID)); err != nil {
-				t.Fatal(err)
-			}
-			hold, err := s.Pool().Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer hold.Rollback(ctx)
-			if _, err := hold.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, key); err != nil {
-				t.Fatal(err)
-			}
+			held := holdStatements(t, s, "DELETE", "doc_chunks")
 			// One sentence of the last chunk edited: chunk 0 is cut alike.
 			p.Content = guide + "\nRead the release notes.\n"
 			var edited store.PutResult
-			putDone := saveWaitingOnALock(t, s, hold, "DELETE FROM doc_chunks", func() (int64, error) {
+			putDone := make(chan error, 1)
+			go func() {
 				var err error
 				edited, err = s.PutDocument(ctx, p)
-				return 0, err
-			})
+				putDone <- err
+			}()
+			held.waits("the put held after its delete of the old chunks")
 			// The forget, until it is done or waits for the held put.
 			type forgot struct {
 				n   int64
@@ -78,28 +61,18 @@ func TestForgetChunkRefusalsBesidePutOfNewContent(t *testing.T) {
 				}
 				forgetDone <- f
 			}()
-			var putter int
-			if err := s.Pool().QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE query LIKE 'DELETE FROM doc_chunks%'`).Scan(&putter); err != nil {
-				t.Fatal(err)
-			}
 			var f forgot
-			finished := false
-			eventstest.Eventually(t, "the forget finished or waiting for the put", time.Minute, func() (bool, string) {
+			finished := waitBlockedByOrDone(t, s, held, func() bool {
 				select {
 				case f = <-forgetDone:
-					finished = true
-					return true, ""
+					return true
 				default:
+					return false
 				}
-				var waiting int
-				err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, putter).Scan(&waiting)
-				return err == nil && waiting > 0, fmt.Sprintf("%d waiting on the put, %v", waiting, err)
-			})
-			if err := hold.Rollback(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if res := <-putDone; res.err != nil {
-				t.Fatalf("put: %v", res.err)
+			}, "the forget finished or waiting for the put")
+			held.release()
+			if err := <-putDone; err != nil {
+				t.Fatalf("put: %v", err)
 			}
 			if !finished {
 				f = <-forgetDone
