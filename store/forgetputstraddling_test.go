@@ -83,14 +83,5 @@ func beginOwn(t *testing.T, s *store.Store) (pgx.Tx, int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close(ctx) })
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { tx.Rollback(ctx) })
-	var pid int
-	if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
-	return tx, pid
+	return beginOn(t, conn)
 }

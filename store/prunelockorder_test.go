@@ -154,8 +154,17 @@ func embedAll(t *testing.T, ctx context.Context, s *store.Store, userID string) 
 // backend's pid.
 func begin(t *testing.T, s *store.Store) (pgx.Tx, int) {
 	t.Helper()
+	return beginOn(t, s.Pool())
+}
+
+// beginOn starts a transaction on db's connection (a pool's: one of its
+// own) and returns it with the backend's pid.
+func beginOn(t *testing.T, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}) (pgx.Tx, int) {
+	t.Helper()
 	ctx := context.Background()
-	tx, err := s.Pool().Begin(ctx)
+	tx, err := db.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
